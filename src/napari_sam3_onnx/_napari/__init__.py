@@ -1,0 +1,1 @@
+"""The napari front end: the only package that imports napari, Qt and magicgui."""

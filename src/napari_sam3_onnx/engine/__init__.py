@@ -1,0 +1,1 @@
+"""Numpy algorithms over the adapters: preprocessing, caching, prompting, post-processing."""

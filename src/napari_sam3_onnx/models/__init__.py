@@ -1,0 +1,1 @@
+"""Model bundles: registry, download and verification, sessions, and one adapter per layout."""

@@ -1,0 +1,1 @@
+"""Adapters, one per public SAM 3 ONNX export layout."""

@@ -1,0 +1,254 @@
+"""The one protocol every SAM 3 ONNX layout adapter speaks, and the values it passes around.
+
+Coordinates at this level are **model-input pixels**: ``x`` along the columns and ``y`` along the
+rows of the resized ``input_size`` image, with ``(0, 0)`` the top-left pixel's top-left corner
+(SAM adds the half-pixel offset inside its prompt encoder, so callers pass plain pixel positions).
+The engine converts from slice ``(row, col)`` coordinates; adapters never see the original image.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from .errors import CapabilityError
+
+
+class Capability(str, enum.Enum):
+    """What a bundle can do; the widget enables its controls from these."""
+
+    ENCODE = "encode"
+    CLICKS = "clicks"
+    """Positive/negative point prompts that segment one instance (a SAM head)."""
+    BOXES = "boxes"
+    """Box prompts that segment the boxed instance (a SAM head, or the detector as a fallback)."""
+    TEXT = "text"
+    """Concept search from a text phrase (language encoder + detector)."""
+    EXEMPLARS = "exemplars"
+    """Positive/negative exemplar boxes for concept search."""
+    MEMORY = "memory"
+    """Memory encoder + memory attention for slice-to-slice propagation."""
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """The encoder's output for one image, as an adapter needs it to answer prompts.
+
+    Attributes
+    ----------
+    features : Mapping[str, numpy.ndarray]
+        Named arrays, exactly as the adapter's prompt graphs consume them (e.g.
+        ``"image_embeddings.2"`` of shape ``(1, 256, 72, 72)``, float32). Constant tensors such as
+        sine position encodings are kept by the adapter once, not per embedding.
+    input_size : tuple[int, int]
+        ``(height, width)`` of the model input the image was resized to.
+    image_shape : tuple[int, int]
+        ``(rows, cols)`` of the image that was encoded (before resizing).
+    """
+
+    features: Mapping[str, np.ndarray]
+    input_size: tuple[int, int]
+    image_shape: tuple[int, int]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the feature arrays."""
+        return int(sum(a.nbytes for a in self.features.values()))
+
+
+@dataclass(frozen=True)
+class MaskCandidates:
+    """Candidate masks from a SAM (tracker-head) decoder for one object.
+
+    Attributes
+    ----------
+    logits : numpy.ndarray
+        ``(K, h, w)`` float32 low-resolution mask **logits** (threshold 0) covering the whole model
+        input (``h, w`` = the graph's mask size, e.g. 288 x 288).
+    iou : numpy.ndarray
+        ``(K,)`` float32 predicted IoU of each candidate.
+    object_score : float
+        Object-presence logit; ``> 0`` means the object is present.
+    single_mask_first : bool
+        True when candidate 0 is SAM's single-mask token and candidates ``1..K-1`` are the
+        multimask outputs (K = 4). False when every candidate is a multimask output (K = 3) or the
+        graph already selected one mask (K = 1).
+    extras : Mapping[str, numpy.ndarray]
+        Layout-specific outputs worth keeping (e.g. ``"object_pointer"`` for propagation).
+    """
+
+    logits: np.ndarray
+    iou: np.ndarray
+    object_score: float
+    single_mask_first: bool
+    extras: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TextEmbedding:
+    """The language encoder's output for one phrase (cache it: it does not depend on the image)."""
+
+    text: str
+    features: Mapping[str, np.ndarray]
+
+
+MaskKind = Literal["logits", "probabilities", "binary"]
+
+
+@dataclass(frozen=True)
+class Detections:
+    """Concept-detector output for one image, before any score floor of the caller.
+
+    Attributes
+    ----------
+    scores : numpy.ndarray
+        ``(N,)`` float32 in [0, 1]: sigmoid(logit) x sigmoid(presence) where the graph exposes
+        logits, the graph's own score otherwise.
+    boxes : numpy.ndarray
+        ``(N, 4)`` float32 ``(x0, y0, x1, y1)`` normalised to [0, 1] of the image.
+    masks : numpy.ndarray
+        ``(N, h, w)`` low-resolution masks covering the whole image; see ``mask_kind``.
+    mask_kind : {"logits", "probabilities", "binary"}
+        How to threshold ``masks``: logits at 0, probabilities at 0.5, binary at 0.5.
+    min_score : float
+        The score cut the graph applies itself (0.0 for raw heads; 0.5 for graphs that bake
+        SAM 3's confidence threshold in). A caller's floor below it has no effect.
+    """
+
+    scores: np.ndarray
+    boxes: np.ndarray
+    masks: np.ndarray
+    mask_kind: MaskKind
+    min_score: float = 0.0
+
+    def __len__(self) -> int:
+        return int(self.scores.shape[0])
+
+
+class SamAdapter:
+    """Base class of the per-layout adapters.
+
+    Subclasses set ``layout`` and ``capabilities`` and implement the operations they support;
+    the rest raise :class:`~napari_sam3_onnx.models.errors.CapabilityError` with a message that
+    names the bundle and the missing ability.
+    """
+
+    layout: str = "unknown"
+    capabilities: frozenset[Capability] = frozenset({Capability.ENCODE})
+
+    # ---- geometry, read from the graphs -------------------------------------------------
+    @property
+    def input_size(self) -> tuple[int, int]:
+        """``(height, width)`` of the encoder input."""
+        raise NotImplementedError
+
+    @property
+    def mask_size(self) -> tuple[int, int]:
+        """``(height, width)`` of the low-resolution masks (and of a mask prompt)."""
+        raise NotImplementedError
+
+    @property
+    def max_exemplars(self) -> int | None:
+        """Number of exemplar-box slots of the detector (None: dynamic / no limit)."""
+        return None
+
+    @property
+    def context_length(self) -> int:
+        """Token context length of the language encoder."""
+        self._require(Capability.TEXT)
+        raise NotImplementedError
+
+    @property
+    def accepts_mask_input(self) -> bool:
+        """Whether :meth:`predict_masks` can take a previous low-res mask as a prompt."""
+        return False
+
+    def has(self, capability: Capability) -> bool:
+        """Whether this bundle provides ``capability``."""
+        return capability in self.capabilities
+
+    def _require(self, capability: Capability) -> None:
+        if capability not in self.capabilities:
+            raise CapabilityError(self.layout, capability.value)
+
+    # ---- operations --------------------------------------------------------------------
+    def encode(self, rgb: np.ndarray) -> Embedding:
+        """Encode one image.
+
+        Parameters
+        ----------
+        rgb : numpy.ndarray
+            ``(rows, cols, 3)`` uint8 RGB image of any size; the adapter resizes it (bilinear,
+            stretched, as SAM 3 does) and normalises it as its graph expects.
+        """
+        raise NotImplementedError
+
+    def predict_masks(
+        self,
+        embedding: Embedding,
+        points_xy: np.ndarray,
+        labels: np.ndarray,
+        mask_input: np.ndarray | None = None,
+    ) -> MaskCandidates:
+        """Run the SAM head on point/box prompts.
+
+        Parameters
+        ----------
+        embedding : Embedding
+            From :meth:`encode`.
+        points_xy : numpy.ndarray
+            ``(N, 2)`` float32 ``(x, y)`` in model-input pixels. A box is two points, top-left then
+            bottom-right, placed **before** the clicks.
+        labels : numpy.ndarray
+            ``(N,)`` int: 1 positive click, 0 negative click, 2 box top-left, 3 box bottom-right.
+        mask_input : numpy.ndarray, optional
+            ``mask_size`` float32 logits of a previous prediction (clamped to +-32 by the caller).
+        """
+        self._require(Capability.CLICKS)
+        raise NotImplementedError
+
+    def encode_text(self, token_ids: Sequence[int]) -> TextEmbedding:
+        """Run the language encoder.
+
+        Parameters
+        ----------
+        token_ids : Sequence[int]
+            CLIP BPE ids including start (49406) and end (49407) tokens, at most
+            :attr:`context_length` long; the adapter pads them as its graph expects.
+        """
+        self._require(Capability.TEXT)
+        raise NotImplementedError
+
+    def detect(
+        self,
+        embedding: Embedding,
+        text: TextEmbedding,
+        boxes_cxcywh: np.ndarray | None = None,
+        box_labels: np.ndarray | None = None,
+    ) -> Detections:
+        """Run the concept detector.
+
+        Parameters
+        ----------
+        embedding, text
+            From :meth:`encode` and :meth:`encode_text` (use the text ``"visual"`` for
+            exemplar-only searches, as SAM 3 does).
+        boxes_cxcywh : numpy.ndarray, optional
+            ``(K, 4)`` float32 exemplar boxes ``(cx, cy, w, h)`` normalised to [0, 1].
+        box_labels : numpy.ndarray, optional
+            ``(K,)`` bool or int, 1/True = positive exemplar.
+        """
+        self._require(Capability.TEXT)
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the sessions (they are re-created lazily on next use)."""
+
+
+def as_named(outputs: Sequence[np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Zip a session's outputs with the names that were asked for."""
+    return dict(zip(names, outputs, strict=True))

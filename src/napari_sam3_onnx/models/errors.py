@@ -1,0 +1,89 @@
+"""Typed errors with messages a microscopist can act on.
+
+Every error says what was expected, what was found, and what to do next. The widget shows
+``str(error)`` in a notification; the CLI prints it and exits non-zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+
+class Sam3OnnxError(Exception):
+    """Base class of this package's errors."""
+
+
+class ModelFileMissingError(Sam3OnnxError, FileNotFoundError):
+    """A file a bundle needs is not on disk."""
+
+    def __init__(self, path: Path | str, hint: str = "") -> None:
+        self.path = Path(path)
+        msg = f"Model file not found: {self.path}."
+        if hint:
+            msg += f" {hint}"
+        super().__init__(msg)
+
+
+class CorruptModelError(Sam3OnnxError):
+    """A model file exists but cannot be read (truncated download, wrong file, bad data file)."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        self.path = Path(path)
+        super().__init__(
+            f"Model file {self.path} is damaged or not an ONNX model ({reason}). "
+            "Delete it and download it again, or point the plugin at an intact copy."
+        )
+
+
+class ChecksumMismatchError(Sam3OnnxError):
+    """A file's SHA-256 differs from the published one; the file is not used."""
+
+    def __init__(self, path: Path | str, expected: str, actual: str) -> None:
+        self.path = Path(path)
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"Checksum mismatch for {self.path}: expected SHA-256 {expected}, got {actual}. "
+            "The file was not used. Delete it and download it again (an interrupted or altered "
+            "download is the usual cause)."
+        )
+
+
+class UnknownLayoutError(Sam3OnnxError):
+    """A folder's graphs match no known SAM 3 ONNX layout."""
+
+    def __init__(self, folder: Path | str, found: Iterable[str]) -> None:
+        self.folder = Path(folder)
+        found = list(found)
+        listing = "; ".join(found) if found else "no .onnx files"
+        super().__init__(
+            f"The ONNX graphs in {self.folder} match no known SAM 3 export layout. Found: "
+            f"{listing}. See the Models page of the docs for the supported exports."
+        )
+
+
+class LayoutMismatchError(Sam3OnnxError):
+    """A graph was recognised as part of a layout but its inputs/outputs differ from its card."""
+
+    def __init__(self, layout: str, graph: str, detail: str) -> None:
+        super().__init__(
+            f"Graph {graph!r} does not match the {layout} layout: {detail}. "
+            "The file may come from a different export version."
+        )
+
+
+class CapabilityError(Sam3OnnxError):
+    """The loaded bundle cannot do what was asked (e.g. text search with a click-only bundle)."""
+
+    def __init__(self, layout: str, capability: str) -> None:
+        self.layout = layout
+        self.capability = capability
+        super().__init__(
+            f"The {layout} bundle cannot do {capability!r}: its graphs do not provide it. "
+            "Choose a bundle that lists this capability on the Models page."
+        )
+
+
+class DownloadError(Sam3OnnxError):
+    """A download failed (no network, server error); says where to put the files by hand."""
