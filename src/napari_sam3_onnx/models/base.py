@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 
 from .errors import CapabilityError
+from .graph_info import GraphSignature
 
 
 class Capability(str, enum.Enum):
@@ -138,6 +139,12 @@ class SamAdapter:
     """
 
     layout: str = "unknown"
+
+    @classmethod
+    def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
+        """Assign a folder's graphs to this layout's roles, or return None if they do not fit."""
+        return None
+
     capabilities: frozenset[Capability] = frozenset({Capability.ENCODE})
 
     # ---- geometry, read from the graphs -------------------------------------------------

@@ -1,0 +1,110 @@
+"""Adapter for the onnx-community ``sam3-tracker-ONNX`` pair (HF-Transformers naming).
+
+Contract (../shared/model-contracts.md sections 1 #4 and 8): vision encoder
+``pixel_values [1,3,S,S]`` float (mean = std = 0.5) -> ``image_embeddings.0/.1/.2``; decoder
+``prompt_encoder_mask_decoder`` takes ``input_points [1,1,N,2]`` (model-input pixels),
+``input_labels [1,1,N]`` int64, ``input_boxes [1,B,4]`` xyxy model-input pixels and returns
+``iou_scores [1,1,3]``, ``pred_masks [1,1,3,L,L]`` logits, ``object_score_logits``. Boxes travel in
+``input_boxes`` (the graph pads internally), so label-2/3 point pairs are converted to boxes here.
+The decoder is multimask-only: candidates are SAM's three multimask outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..base import Capability, Embedding, MaskCandidates, SamAdapter
+from ..graph_info import GraphSignature
+from ..runtime import LazySession, RuntimeConfig
+from ._common import as_float32, encoder_feed, require_names, spatial_size
+
+EMBEDDINGS = ("image_embeddings.0", "image_embeddings.1", "image_embeddings.2")
+DECODER_INPUTS = ("input_points", "input_labels", "input_boxes", *EMBEDDINGS)
+DECODER_OUTPUTS = ("iou_scores", "pred_masks", "object_score_logits")
+
+
+class HfTrackerAdapter(SamAdapter):
+    """Clicks and boxes with the HF-style tracker pair (no text, no memory graphs)."""
+
+    layout = "hf-tracker"
+    capabilities = frozenset({Capability.ENCODE, Capability.CLICKS, Capability.BOXES})
+
+    @classmethod
+    def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
+        """Pick the encoder and decoder among a folder's graphs (None: not this layout)."""
+        decoder = next(
+            (g for g in graphs.values()
+             if {"input_points", "input_labels", "input_boxes"} <= g.input_names
+             and {"iou_scores", "pred_masks"} <= g.output_names
+             and "image_embeddings.2" in g.input_names),
+            None,
+        )
+        encoder = next(
+            (g for g in graphs.values()
+             if set(EMBEDDINGS) <= g.output_names and "pixel_values" in g.input_names),
+            None,
+        )
+        if decoder is None or encoder is None:
+            return None
+        return {"encoder": encoder, "decoder": decoder}
+
+    def __init__(self, graphs: Mapping[str, GraphSignature], config: RuntimeConfig) -> None:
+        require_names(graphs["encoder"], self.layout, ["pixel_values"], EMBEDDINGS)
+        require_names(graphs["decoder"], self.layout, DECODER_INPUTS, DECODER_OUTPUTS)
+        self.encoder = LazySession(graphs["encoder"].path, config)
+        self.decoder = LazySession(graphs["decoder"].path, config)
+        self._input = graphs["encoder"].input("pixel_values")
+        self._mask_size = spatial_size(
+            graphs["decoder"].output("pred_masks"), self.layout, graphs["decoder"].path.name
+        )
+
+    @property
+    def input_size(self) -> tuple[int, int]:  # noqa: D102
+        return spatial_size(self._input, self.layout, self.encoder.path.name)
+
+    @property
+    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+        return self._mask_size
+
+    def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
+        feed = encoder_feed(rgb, self._input, self.layout, self.encoder.path.name)
+        out = as_float32(self.encoder.run(EMBEDDINGS, {"pixel_values": feed}))
+        return Embedding(out, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
+
+    def predict_masks(  # noqa: D102
+        self,
+        embedding: Embedding,
+        points_xy: np.ndarray,
+        labels: np.ndarray,
+        mask_input: np.ndarray | None = None,
+    ) -> MaskCandidates:
+        self._require(Capability.CLICKS)
+        points_xy = np.asarray(points_xy, np.float32).reshape(-1, 2)
+        labels = np.asarray(labels, np.int64).reshape(-1)
+        tl, br = labels == 2, labels == 3
+        boxes = np.concatenate([points_xy[tl], points_xy[br]], axis=1) if tl.any() else (
+            np.zeros((0, 4), np.float32)
+        )
+        clicks = ~(tl | br)
+        pts, labs = points_xy[clicks], labels[clicks]
+        if len(pts) == 0:  # a box alone: one padding point (label -1), as SAM pads
+            pts, labs = np.zeros((1, 2), np.float32), np.full(1, -1, np.int64)
+        feeds = {
+            "input_points": pts[None, None].astype(np.float32),
+            "input_labels": labs[None, None],
+            "input_boxes": boxes[None].astype(np.float32),
+            **embedding.features,
+        }
+        out = self.decoder.run(DECODER_OUTPUTS, feeds)
+        return MaskCandidates(
+            logits=out["pred_masks"].reshape(-1, *self._mask_size).astype(np.float32),
+            iou=out["iou_scores"].reshape(-1).astype(np.float32),
+            object_score=float(out["object_score_logits"].reshape(-1)[0]),
+            single_mask_first=False,
+        )
+
+    def close(self) -> None:  # noqa: D102
+        self.encoder.close()
+        self.decoder.close()
