@@ -87,3 +87,48 @@ class CapabilityError(Sam3OnnxError):
 
 class DownloadError(Sam3OnnxError):
     """A download failed (no network, server error); says where to put the files by hand."""
+
+
+class GatedModelError(DownloadError):
+    """The hub answers only to users who accepted the model's licence and send an access token."""
+
+    def __init__(self, repo: str, page_url: str, folder: Path | str, files: Iterable[str]) -> None:
+        self.repo = repo
+        self.folder = Path(folder)
+        names = ", ".join(files)
+        super().__init__(
+            f"{repo} is gated on Hugging Face: nothing was downloaded. Open {page_url}, accept "
+            "the SAM License there, create an access token (https://huggingface.co/settings/"
+            "tokens) and pass it to the download (token=... or --token). Or download the files "
+            f"by hand and place them in {self.folder}: {names}."
+        )
+
+
+class SizeMismatchError(Sam3OnnxError):
+    """A downloaded file's byte size differs from the published one; the file is not used."""
+
+    def __init__(self, path: Path | str, expected: int, actual: int) -> None:
+        self.path = Path(path)
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"Size mismatch for {self.path}: expected {expected} bytes, got {actual}. The file "
+            "was not used. Download it again; if this repeats, the publisher changed the file."
+        )
+
+
+class RecordedChecksumMismatchError(ChecksumMismatchError):
+    """A file differs from the hash recorded when it was first downloaded (no published hash)."""
+
+    def __init__(self, path: Path | str, expected: str, actual: str, record: Path | str) -> None:
+        super().__init__(path, expected, actual)
+        self.record = Path(record)
+        self.args = (
+            f"{self.args[0]} The expected hash was recorded at the first download in "
+            f"{self.record}; if the publisher has since changed the file, delete that record "
+            "to accept the new version.",
+        )
+
+
+class PromptError(Sam3OnnxError, ValueError):
+    """A prompt cannot be used (outside the image, a degenerate box, empty text, ...)."""

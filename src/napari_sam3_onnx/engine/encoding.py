@@ -1,0 +1,99 @@
+"""Encode each slice once: slice extraction + contrast mapping + adapter + embedding cache."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..models.base import Embedding, SamAdapter
+from .cache import EmbeddingCache, SliceKey
+from .slices import extract_plane, plane_to_rgb
+
+
+@dataclass(frozen=True)
+class SliceRef:
+    """Which plane of which image, seen through which window.
+
+    Attributes
+    ----------
+    data : array-like
+        ``(..., rows, cols[, channels])`` image data (numpy, dask, zarr).
+    index : tuple[int, ...]
+        Indices of the leading axes (``()`` for 2-D data).
+    rgb : bool
+        The last axis holds colour channels.
+    window : tuple[float, float] or None
+        Contrast limits mapped to 0..255 (None: uint8 data as is / min-max for other dtypes).
+    source : Hashable
+        Identity of the image for the cache (a layer id, a file path).
+    data_version : Hashable
+        Changes when the data changes.
+    """
+
+    data: object
+    index: tuple[int, ...]
+    rgb: bool = False
+    window: tuple[float, float] | None = None
+    source: Hashable = None
+    data_version: Hashable = 0
+
+    @property
+    def plane_shape(self) -> tuple[int, int]:
+        """``(rows, cols)`` of the plane."""
+        shape = self.data.shape  # type: ignore[attr-defined]
+        return (shape[-3], shape[-2]) if self.rgb else (shape[-2], shape[-1])
+
+
+class SliceEncoder:
+    """Encodes planes through one adapter and keeps their embeddings in a cache.
+
+    Parameters
+    ----------
+    adapter : SamAdapter
+        The opened bundle.
+    cache : EmbeddingCache, optional
+        Shared cache (the widget shares one across click, text and propagation work).
+    model_id : Hashable
+        Identity of the bundle in cache keys (e.g. its folder and precision).
+    """
+
+    def __init__(
+        self, adapter: SamAdapter, cache: EmbeddingCache | None = None, model_id: Hashable = None
+    ) -> None:
+        self.adapter = adapter
+        self.cache = cache if cache is not None else EmbeddingCache()
+        self.model_id = model_id if model_id is not None else id(adapter)
+        self.encoder_calls = 0
+        self._lock = threading.Lock()
+
+    def key(self, ref: SliceRef) -> SliceKey:
+        """The cache key of a plane."""
+        window = None if ref.window is None else (float(ref.window[0]), float(ref.window[1]))
+        return SliceKey(ref.source, ref.data_version, tuple(ref.index), window, self.model_id)
+
+    def cached(self, ref: SliceRef) -> Embedding | None:
+        """The plane's embedding if it is cached (no encoding)."""
+        return self.cache.get(self.key(ref))
+
+    def rgb(self, ref: SliceRef) -> np.ndarray:
+        """The ``(rows, cols, 3)`` uint8 image the model sees for this plane."""
+        plane = extract_plane(ref.data, ref.index, ref.rgb)
+        return plane_to_rgb(plane, ref.window, ref.rgb)
+
+    def embed(self, ref: SliceRef) -> Embedding:
+        """The plane's embedding, encoding it only if it is not cached."""
+        return self.cache.get_or_compute(self.key(ref), lambda: self._encode(ref))
+
+    def embed_many(self, refs: Sequence[SliceRef]) -> list[Embedding]:
+        """Embeddings of several planes, in order (cached ones are not re-encoded)."""
+        return [self.embed(r) for r in refs]
+
+    def _encode(self, ref: SliceRef) -> Embedding:
+        rgb = self.rgb(ref)
+        emb = self.adapter.encode(rgb)
+        with self._lock:
+            self.encoder_calls += 1
+        return emb

@@ -1,0 +1,112 @@
+"""From a layer's data to the 8-bit RGB image the model sees.
+
+Microscopy slices are uint16 or float with a contrast window chosen by the user; SAM 3 expects
+8-bit RGB. What the user sees is what the model sees: the slice is mapped to [0, 255] through the
+same window napari displays (``contrast_limits``), and RGB(A) data passes through.
+
+Coordinate order throughout: numpy order, ``(..., rows, cols[, channels])``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def extract_plane(data, index: Sequence[int], rgb: bool = False) -> np.ndarray:
+    """Read one 2-D plane (or RGB plane) of an n-D array.
+
+    Parameters
+    ----------
+    data : array-like
+        ``(..., rows, cols)`` or, with ``rgb``, ``(..., rows, cols, 3|4)``; numpy, dask or zarr.
+    index : Sequence[int]
+        One index per leading (non-displayed) axis: ``()`` for 2-D data, ``(z,)`` for 3-D,
+        ``(t, z)`` for 4-D.
+    rgb : bool
+        The last axis holds colour channels.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(rows, cols)`` or ``(rows, cols, channels)``, loaded into memory.
+    """
+    plane_ndim = 3 if rgb else 2
+    lead = data.ndim - plane_ndim
+    if lead < 0:
+        raise ValueError(f"data with {data.ndim} dims cannot hold a {plane_ndim}-D plane")
+    index = tuple(int(i) for i in index)
+    if len(index) != lead:
+        raise ValueError(f"need {lead} leading indices for data of shape {data.shape}, got {index}")
+    for i, (k, n) in enumerate(zip(index, data.shape[:lead], strict=True)):
+        if not 0 <= k < n:
+            raise IndexError(f"index {k} out of range for axis {i} of size {n}")
+    return np.asarray(data[index])
+
+
+def window_to_uint8(plane: np.ndarray, contrast_limits: tuple[float, float]) -> np.ndarray:
+    """Map values through a contrast window to uint8: ``lo -> 0``, ``hi -> 255``, clipped.
+
+    Parameters
+    ----------
+    plane : numpy.ndarray
+        Any real dtype, any shape.
+    contrast_limits : tuple[float, float]
+        ``(lo, hi)`` as napari's ``layer.contrast_limits``. ``hi <= lo`` maps everything at or
+        above ``lo`` to 255 (a flat window).
+    """
+    lo, hi = float(contrast_limits[0]), float(contrast_limits[1])
+    x = plane.astype(np.float32, copy=False)
+    if hi <= lo:
+        return np.where(x >= lo, 255, 0).astype(np.uint8)
+    scaled = (x - lo) * (255.0 / (hi - lo))
+    return np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
+
+
+def plane_to_rgb(
+    plane: np.ndarray,
+    contrast_limits: tuple[float, float] | None = None,
+    rgb: bool = False,
+) -> np.ndarray:
+    """Turn a plane into the ``(rows, cols, 3)`` uint8 RGB image an adapter encodes.
+
+    Parameters
+    ----------
+    plane : numpy.ndarray
+        ``(rows, cols)`` grayscale, or ``(rows, cols, 3|4)`` colour when ``rgb``.
+    contrast_limits : tuple[float, float], optional
+        The display window. None: uint8 data is used as is; other dtypes use the plane's
+        min and max.
+    rgb : bool
+        ``plane`` has colour channels (alpha is dropped).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(rows, cols, 3)`` uint8.
+    """
+    if rgb:
+        if plane.ndim != 3 or plane.shape[2] not in (3, 4):
+            raise ValueError(f"an RGB plane must be (rows, cols, 3|4), got {plane.shape}")
+        colour = plane[..., :3]
+        if colour.dtype == np.uint8 and contrast_limits is None:
+            return np.ascontiguousarray(colour)
+        limits = contrast_limits or _default_limits(colour)
+        return window_to_uint8(colour, limits)
+    if plane.ndim != 2:
+        raise ValueError(f"a grayscale plane must be (rows, cols), got {plane.shape}")
+    if plane.dtype == np.uint8 and contrast_limits is None:
+        gray = plane
+    else:
+        gray = window_to_uint8(plane, contrast_limits or _default_limits(plane))
+    return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
+
+
+def _default_limits(plane: np.ndarray) -> tuple[float, float]:
+    if plane.dtype == np.uint8:
+        return 0.0, 255.0
+    finite = plane[np.isfinite(plane)] if np.issubdtype(plane.dtype, np.floating) else plane
+    if finite.size == 0:
+        return 0.0, 1.0
+    return float(finite.min()), float(finite.max())

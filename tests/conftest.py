@@ -1,0 +1,28 @@
+"""Shared fixtures: test bundles built with onnx.helper, asymmetric images with planted blobs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
+
+
+@pytest.fixture(scope="session")
+def hf_bundle(tmp_path_factory):
+    """Folder with the small onnx-community tracker-pair test graphs."""
+    return build_hf_tracker(tmp_path_factory.mktemp("hf_tracker"))
+
+
+def blob_image(shape=(60, 90), blobs=((15, 20, 6), (40, 65, 7)), value=200, dtype=np.uint8):
+    """A dark ``(rows, cols)`` image with bright discs at ``(row, col, radius)``."""
+    rr, cc = np.mgrid[: shape[0], : shape[1]]
+    img = np.zeros(shape, dtype=dtype)
+    for r, c, rad in blobs:
+        img[(rr - r) ** 2 + (cc - c) ** 2 <= rad**2] = value
+    return img
+
+
+def disc(shape, r, c, rad):
+    rr, cc = np.mgrid[: shape[0], : shape[1]]
+    return (rr - r) ** 2 + (cc - c) ** 2 <= rad**2
