@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from conftest import blob_image, disc
 
+from conftest import blob_image, disc
 from napari_sam3_onnx.engine.cache import EmbeddingCache
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt, segment
@@ -39,7 +39,7 @@ def test_click_segments_the_clicked_blob_only(adapter, embedding, blob):
     assert res.mask.shape == SHAPE
     assert res.present and res.candidate in (0, 1, 2)
     assert _iou(res.mask, truth) > 0.75
-    other = [b for b in BLOBS if b != blob][0]
+    other = next(b for b in BLOBS if b != blob)
     assert not (res.mask & disc(SHAPE, other[0], other[1], other[2] + 2)).any()
 
 
