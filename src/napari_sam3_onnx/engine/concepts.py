@@ -1,0 +1,258 @@
+"""Text concept search: "find every nucleus" on a slice or a stack, as labelled instances.
+
+Per slice: the language encoder's output for each phrase (cached: once per phrase, never once per
+slice), the detector on the slice's cached embedding, a score floor, masks upsampled to the slice,
+overlaps resolved by score (the higher-scoring instance keeps a contested pixel), optional
+minimum size and hole filling, fresh ids and a table row per instance.
+
+Reference behaviour (../shared/model-contracts.md section 2.4): score = sigmoid(logit) x
+sigmoid(presence) (the adapter computes it), keep score > floor (upstream 0.5), masks are bilinear
+resizes of the low-res maps, thresholded by their kind.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import ndimage
+
+from ..models.base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
+from ..models.errors import PromptError
+from . import coords
+from .postprocess import upsample_logits
+from .tokenizer import ClipTokenizer
+
+#: SAM 3's literal text for exemplar-only (geometry) prompts.
+VISUAL = "visual"
+DEFAULT_FLOOR = 0.5
+
+
+class TextCache:
+    """Language-encoder outputs per phrase for one adapter (thread-safe).
+
+    ``calls`` counts how often the language encoder really ran.
+    """
+
+    def __init__(self, adapter: SamAdapter, tokenizer: ClipTokenizer) -> None:
+        self.adapter = adapter
+        self.tokenizer = tokenizer
+        self.calls = 0
+        self._items: dict[str, TextEmbedding] = {}
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> TextEmbedding:
+        """The phrase's text embedding, running the language encoder only the first time."""
+        key = ClipTokenizer.clean(text).lower()
+        with self._lock:
+            hit = self._items.get(key)
+        if hit is not None:
+            return hit
+        ids = self.tokenizer.encode(text)
+        emb = self.adapter.encode_text(ids)
+        with self._lock:
+            self.calls += 1
+            self._items[key] = emb
+        return emb
+
+
+def parse_concepts(text: str) -> list[str]:
+    """Split a comma-separated field into distinct phrases (order kept, blanks dropped).
+
+    Raises
+    ------
+    PromptError
+        No phrase is left.
+    """
+    seen: list[str] = []
+    for part in text.split(","):
+        phrase = " ".join(part.split())
+        if phrase and phrase.lower() not in (s.lower() for s in seen):
+            seen.append(phrase)
+    if not seen:
+        raise PromptError("Type at least one concept, e.g. 'nucleus' or 'nucleus, mitochondrion'.")
+    return seen
+
+
+@dataclass(frozen=True)
+class Exemplars:
+    """Exemplar boxes in slice coordinates.
+
+    Attributes
+    ----------
+    boxes_rc : numpy.ndarray
+        ``(K, 4)`` float ``(r0, c0, r1, c1)`` corners (any order; clipped to the slice).
+    positive : numpy.ndarray
+        ``(K,)`` bool, True = "more like this", False = "not this".
+    """
+
+    boxes_rc: np.ndarray
+    positive: np.ndarray
+
+    def to_model(self, image_shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """``(K, 4)`` cxcywh normalised boxes and ``(K,)`` int64 labels; invalid boxes refused."""
+        boxes, labels = [], []
+        for box, pos in zip(self.boxes_rc, self.positive, strict=True):
+            clean = coords.normalise_box_rc(box, image_shape)
+            if clean is None:
+                raise PromptError(
+                    f"Exemplar box {np.round(box, 1).tolist()} is outside the image or has no "
+                    "area."
+                )
+            boxes.append(coords.box_rc_to_cxcywh(clean, image_shape))
+            labels.append(1 if pos else 0)
+        return np.asarray(boxes, np.float32).reshape(-1, 4), np.asarray(labels, np.int64)
+
+
+@dataclass
+class Instance:
+    """One found instance (a row of the features table)."""
+
+    id: int
+    concept: str
+    score: float
+    area: int
+    index: tuple[int, ...]
+    box_rc: tuple[float, float, float, float]
+
+
+@dataclass
+class SliceResult:
+    """Labels of one slice and its instances."""
+
+    labels: np.ndarray
+    instances: list[Instance] = field(default_factory=list)
+
+
+def binary_masks(det: Detections, shape: tuple[int, int]) -> np.ndarray:
+    """``(N, rows, cols)`` bool masks of detections, upsampled to ``shape``."""
+    out = np.zeros((len(det), *shape), dtype=bool)
+    threshold = 0.0 if det.mask_kind == "logits" else 0.5
+    for i in range(len(det)):
+        m = det.masks[i].astype(np.float32)
+        out[i] = upsample_logits(m, shape) > threshold
+    return out
+
+
+def search_slice(
+    adapter: SamAdapter,
+    embedding: Embedding,
+    concepts: Sequence[str],
+    texts: TextCache,
+    floor: float = DEFAULT_FLOOR,
+    exemplars: Exemplars | None = None,
+    min_area: int = 0,
+    fill_holes: bool = False,
+    first_id: int = 1,
+    index: tuple[int, ...] = (),
+) -> SliceResult:
+    """Find every instance of each concept on one encoded slice.
+
+    Parameters
+    ----------
+    adapter, embedding
+        A bundle with the ``text`` capability and the slice's embedding.
+    concepts : Sequence[str]
+        Phrases, each its own class; ``[]`` with exemplars searches with SAM's "visual" text.
+    texts : TextCache
+        Shared language-encoder cache.
+    floor : float
+        Keep instances with score > floor. A graph that cuts at its own threshold (wkentaro's
+        0.5) cannot return lower scores, so a lower floor has no effect there.
+    exemplars : Exemplars, optional
+        Positive / negative example boxes on this slice.
+    min_area : int
+        Drop instances with fewer pixels (after overlap resolution).
+    fill_holes : bool
+        Fill holes inside each instance.
+    first_id : int
+        Id of the first instance; ids are consecutive.
+    index : tuple[int, ...]
+        The slice's index, recorded in the table.
+
+    Returns
+    -------
+    SliceResult
+        ``(rows, cols)`` int32 labels (0 = background) and one :class:`Instance` per id.
+    """
+    adapter._require(Capability.TEXT)
+    shape = embedding.image_shape
+    boxes = labels = None
+    if exemplars is not None and len(exemplars.boxes_rc):
+        boxes, labels = exemplars.to_model(shape)
+    phrases = list(concepts) or [VISUAL]
+    cand_masks, cand_scores, cand_concepts = [], [], []
+    for phrase in phrases:
+        det = adapter.detect(embedding, texts.get(phrase), boxes, labels)
+        keep = det.scores > floor
+        if not keep.any():
+            continue
+        kept = Detections(det.scores[keep], det.boxes[keep], det.masks[keep], det.mask_kind)
+        cand_masks.append(binary_masks(kept, shape))
+        cand_scores.append(kept.scores)
+        cand_concepts += [phrase] * int(keep.sum())
+    out = np.zeros(shape, np.int32)
+    result = SliceResult(out)
+    if not cand_concepts:
+        return result
+    masks = np.concatenate(cand_masks)
+    scores = np.concatenate(cand_scores).astype(np.float64)
+    # Each pixel goes to the highest-scoring instance that covers it.
+    owner = np.where(masks.any(axis=0), np.argmax(masks * (scores[:, None, None] + 1.0), 0), -1)
+    next_id = first_id
+    for i in np.argsort(-scores, kind="stable"):
+        mine = owner == i
+        if fill_holes:
+            mine = ndimage.binary_fill_holes(mine) & ((owner == i) | (owner == -1))
+        area = int(mine.sum())
+        if area == 0 or area < min_area:
+            continue
+        out[mine] = next_id
+        rr, cc = np.nonzero(mine)
+        result.instances.append(
+            Instance(next_id, cand_concepts[i], float(scores[i]), area, tuple(index),
+                     (float(rr.min()), float(cc.min()), float(rr.max()), float(cc.max())))
+        )
+        next_id += 1
+    return result
+
+
+def search_stack(
+    search_one: Callable[[tuple[int, ...], int], SliceResult],
+    indices: Sequence[tuple[int, ...]],
+    first_id: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> list[tuple[tuple[int, ...], SliceResult]]:
+    """Run :func:`search_slice` over many slices with unique ids, progress and cancel.
+
+    Parameters
+    ----------
+    search_one : callable
+        ``(index, first_id) -> SliceResult`` for one slice (it embeds through the shared cache
+        and calls :func:`search_slice`).
+    indices : Sequence[tuple[int, ...]]
+        The slices, in order.
+    progress : callable, optional
+        Called with ``(done, total)`` after each slice.
+    cancelled : callable, optional
+        Checked before each slice; when it returns True the finished slices are returned.
+
+    Returns
+    -------
+    list of (index, SliceResult)
+        One entry per finished slice; ids never repeat across slices.
+    """
+    done: list[tuple[tuple[int, ...], SliceResult]] = []
+    next_id = first_id
+    for n, index in enumerate(indices):
+        if cancelled is not None and cancelled():
+            break
+        res = search_one(tuple(index), next_id)
+        next_id += len(res.instances)
+        done.append((tuple(index), res))
+        if progress is not None:
+            progress(n + 1, len(indices))
+    return done
