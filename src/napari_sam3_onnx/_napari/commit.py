@@ -1,0 +1,114 @@
+"""Writing masks into Labels layers: the scratch preview and the user's undoable target.
+
+Commits go through ``Labels.data_setitem`` inside ``Labels.block_history()``: napari records
+every changed pixel's previous value, so one ``layer.undo()`` (Ctrl+Z on the layer) removes the
+whole commit, however many objects it held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from napari.layers import Labels
+
+from ..models.errors import Sam3OnnxError
+
+
+class CommitError(Sam3OnnxError):
+    """Nothing could be written (no preview, wrong target shape, everything already labelled)."""
+
+
+def plane_indices(index: tuple[int, ...], mask: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Fancy indices into an n-D array for the ``True`` pixels of a plane's mask."""
+    rows, cols = np.nonzero(mask)
+    lead = tuple(np.full(rows.shape, i, dtype=np.intp) for i in index)
+    return (*lead, rows, cols)
+
+
+def show_preview(
+    preview: Labels,
+    index: tuple[int, ...],
+    masks: Sequence[np.ndarray],
+    previous: tuple[int, ...] | None,
+) -> None:
+    """Show ``masks`` (values 1..K) on plane ``index``; blank the plane shown before.
+
+    The preview is scratch: writes bypass the undo history. Only the two planes involved are
+    touched, so a large stack's preview costs memory for the planes shown, not the stack.
+    """
+    data = preview.data
+    if previous is not None and previous != tuple(index):
+        data[previous] = 0
+    plane = np.zeros(data.shape[len(index):], dtype=data.dtype)
+    for k, mask in enumerate(masks, start=1):
+        plane[mask & (plane == 0)] = k
+    data[tuple(index)] = plane
+    preview.refresh()
+
+
+def clear_preview(preview: Labels, index: tuple[int, ...] | None) -> None:
+    """Blank the preview's plane ``index`` (None: nothing shown)."""
+    if index is None:
+        return
+    preview.data[tuple(index)] = 0
+    preview.refresh()
+
+
+def commit_masks(
+    target: Labels,
+    index: tuple[int, ...],
+    masks: Sequence[np.ndarray],
+    overwrite: bool = False,
+) -> list[int]:
+    """Write each mask as a new object (ids ``max + 1, max + 2, ...``) as one undoable step.
+
+    Parameters
+    ----------
+    target : napari.layers.Labels
+        The user's labels; its shape must be the image's (without a colour axis).
+    index : tuple[int, ...]
+        The plane's index along the leading axes.
+    masks : sequence of numpy.ndarray
+        ``(rows, cols)`` bool masks, in object order; earlier objects win where they overlap.
+    overwrite : bool
+        Replace other objects' pixels. Off: only background (0) pixels are written.
+
+    Returns
+    -------
+    list of int
+        The ids written (objects with no writable pixel get none).
+
+    Raises
+    ------
+    CommitError
+        The target does not fit the plane, or no object had a writable pixel.
+    """
+    data = target.data
+    if data.ndim != len(index) + 2 or any(m.shape != data.shape[len(index):] for m in masks):
+        raise CommitError(
+            f"'{target.name}' has shape {data.shape}, which does not fit this image's planes; "
+            "pick a Labels layer with the image's shape."
+        )
+    if not masks:
+        raise CommitError("There is no object to commit: click or draw a box first.")
+    current = np.asarray(data[tuple(index)])
+    taken = np.zeros(current.shape, bool)
+    next_id = int(np.max(data)) + 1 if data.size else 1
+    ids: list[int] = []
+    with target.block_history():
+        for mask in masks:
+            writable = mask & ~taken if overwrite else mask & ~taken & (current == 0)
+            if not writable.any():
+                continue
+            target.data_setitem(plane_indices(index, writable), next_id, refresh=False)
+            taken |= writable
+            ids.append(next_id)
+            next_id += 1
+    if not ids:
+        raise CommitError(
+            "Nothing was written: the object lies entirely on pixels of other objects. "
+            "Tick 'Overwrite other objects' to replace them."
+        )
+    target.refresh()
+    return ids

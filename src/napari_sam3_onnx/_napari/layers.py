@@ -1,0 +1,251 @@
+"""The widget's layers and the napari half of the one coordinate path.
+
+napari world coordinates -> the image layer's data coordinates (``layer.world_to_data``, so scale,
+translate, rotation, shear and affine are honoured) -> the plane index (the non-displayed axes)
+and ``(row, col)`` on the plane. From there :mod:`napari_sam3_onnx.engine.coords` takes over.
+
+Only the 2-D view of the image's last two axes is supported: other views raise
+:class:`ViewError` with a message for the user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import numpy as np
+from napari.layers import Image, Labels, Layer, Points, Shapes
+
+from ..engine.encoding import SliceRef
+from ..models.errors import Sam3OnnxError
+
+PROMPTS_NAME = "SAM prompts"
+BOXES_NAME = "SAM boxes"
+PREVIEW_NAME = "SAM preview"
+OBJECTS_NAME = "SAM objects"
+
+#: Points feature holding each click's polarity.
+FEATURE = "positive"
+POSITIVE_COLOR = "lime"
+NEGATIVE_COLOR = "magenta"
+POSITIVE_SYMBOL = "disc"
+NEGATIVE_SYMBOL = "cross"
+
+
+class ViewError(Sam3OnnxError):
+    """The viewer shows the image in a way prompts cannot be read from (3-D, transposed, ...)."""
+
+
+@dataclass
+class PromptLayers:
+    """The layers one image is annotated with.
+
+    Attributes
+    ----------
+    image : napari.layers.Image
+        The image being segmented.
+    points : napari.layers.Points
+        Positive / negative clicks (feature ``positive``).
+    shapes : napari.layers.Shapes
+        Rectangles (box prompts).
+    preview : napari.layers.Labels
+        The current object(s) before commit (uint8, values 1..K).
+    target : napari.layers.Labels
+        Where committed objects are written.
+    """
+
+    image: Image
+    points: Points
+    shapes: Shapes
+    preview: Labels
+    target: Labels
+
+
+def plane_shape(image: Image) -> tuple[int, ...]:
+    """Shape of the image's data without the RGB channel axis (level 0 if multiscale)."""
+    shape = tuple(int(s) for s in base_data(image).shape)
+    return shape[:-1] if image.rgb else shape
+
+
+def base_data(image: Image):
+    """The full-resolution array of an image layer."""
+    return image.data[0] if image.multiscale else image.data
+
+
+def transform_kwargs(image: Image) -> dict:
+    """Keyword arguments that give a new layer the image's data-to-world transform."""
+    return {
+        "scale": tuple(image.scale),
+        "translate": tuple(image.translate),
+        "rotate": np.asarray(image.rotate),
+        "shear": np.asarray(image.shear),
+        "affine": np.asarray(image.affine.affine_matrix),
+    }
+
+
+def _matches(layer: Layer, cls: type, name: str, ndim: int) -> bool:
+    return isinstance(layer, cls) and layer.name == name and layer.ndim == ndim
+
+
+def find_or_add(viewer, cls: type, name: str, image: Image, **kwargs) -> Layer:
+    """Reuse the viewer's layer called ``name`` (same type and ndim) or add a new one.
+
+    A reused layer takes the image's transform; a new one is created with it. Labels layers must
+    also match the image's shape to be reused.
+    """
+    shape = plane_shape(image)
+    for layer in viewer.layers:
+        if _matches(layer, cls, name, len(shape)) and (
+            cls is not Labels or tuple(layer.data.shape) == shape
+        ):
+            for key, value in transform_kwargs(image).items():
+                setattr(layer, key, value)
+            return layer
+    if cls is Labels:
+        dtype = kwargs.pop("dtype", np.int32)
+        # np.zeros is lazily committed by the OS: untouched planes cost no memory.
+        return viewer.add_labels(np.zeros(shape, dtype), name=name, **transform_kwargs(image),
+                                 **kwargs)
+    if cls is Points:
+        return viewer.add_points(np.empty((0, len(shape))), ndim=len(shape), name=name,
+                                 **transform_kwargs(image), **kwargs)
+    return viewer.add_shapes(None, ndim=len(shape), name=name, **transform_kwargs(image),
+                             **kwargs)
+
+
+def style_points(points: Points) -> None:
+    """Give a Points layer the polarity feature, colours by polarity and positive defaults."""
+    if FEATURE not in points.features:
+        points.features = {FEATURE: np.ones(len(points.data), bool)}
+    points.face_color_cycle = {True: POSITIVE_COLOR, False: NEGATIVE_COLOR}
+    points.face_color = FEATURE
+    points.border_color = "white"
+    set_polarity(points, True)
+
+
+def set_polarity(points: Points, positive: bool) -> None:
+    """Make the next clicks positive or negative (feature, colour and symbol)."""
+    defaults = points.feature_defaults
+    defaults[FEATURE] = bool(positive)
+    points.feature_defaults = defaults
+    points.current_symbol = POSITIVE_SYMBOL if positive else NEGATIVE_SYMBOL
+
+
+def polarity(points: Points) -> bool:
+    """Whether the next click is positive."""
+    if FEATURE not in points.feature_defaults:
+        return True
+    return bool(np.asarray(points.feature_defaults[FEATURE])[0])
+
+
+def make_prompt_layers(viewer, image: Image, target: Labels | None = None) -> PromptLayers:
+    """Find or create the image's prompt, box, preview and (unless given) target layers."""
+    points = find_or_add(viewer, Points, PROMPTS_NAME, image, size=8)
+    style_points(points)
+    shapes = find_or_add(viewer, Shapes, BOXES_NAME, image, face_color="transparent",
+                         edge_color="yellow", edge_width=2)
+    preview = find_or_add(viewer, Labels, PREVIEW_NAME, image, dtype="uint8", opacity=0.5)
+    if target is None:
+        target = find_or_add(viewer, Labels, OBJECTS_NAME, image)
+    return PromptLayers(image, points, shapes, preview, target)
+
+
+def restore_labels(viewer, lay: PromptLayers, which: str) -> Labels:
+    """Put back the preview or target layer if the user deleted it; returns the live layer."""
+    layer = getattr(lay, which)
+    if layer not in viewer.layers:
+        name, dtype = (PREVIEW_NAME, "uint8") if which == "preview" else (OBJECTS_NAME, "int32")
+        layer = find_or_add(viewer, Labels, name, lay.image, dtype=dtype)
+        setattr(lay, which, layer)
+    return layer
+
+
+def check_view(viewer, image: Image) -> None:
+    """Raise :class:`ViewError` unless the viewer shows the image's last two axes in 2-D."""
+    dims = viewer.dims
+    if dims.ndisplay != 2:
+        raise ViewError("Prompts work in the 2-D view only; switch the viewer back to 2-D.")
+    if image.ndim < 2 or tuple(dims.displayed) != (dims.ndim - 2, dims.ndim - 1):
+        raise ViewError(
+            "Prompts need the image's last two axes on screen (rows and columns); the viewer "
+            "shows other axes. Reset the axis order (the 'transpose' button) to prompt."
+        )
+
+
+def current_index(viewer, image: Image) -> tuple[int, ...]:
+    """Index of the plane the viewer shows, one int per non-displayed axis of the image.
+
+    Raises
+    ------
+    ViewError
+        The view is not the 2-D view of the last two axes, or the viewer's position lies
+        outside the image's extent along a non-displayed axis.
+    """
+    check_view(viewer, image)
+    lead = image.ndim - 2
+    if lead == 0:
+        return ()
+    data_point = np.asarray(image.world_to_data(viewer.dims.point), dtype=np.float64)
+    index = np.round(data_point[:lead]).astype(int)
+    sizes = plane_shape(image)[:lead]
+    if np.any(index < 0) or np.any(index >= np.asarray(sizes)):
+        raise ViewError(f"The viewer shows no plane of '{image.name}' here; move the slider.")
+    return tuple(int(i) for i in index)
+
+
+def layer_to_image_data(layer: Layer, coords: np.ndarray, image: Image) -> np.ndarray:
+    """Map ``(N, ndim)`` data coordinates of ``layer`` to the image's data coordinates.
+
+    Goes through world coordinates, so a prompt layer with another transform still lands on
+    the right pixels.
+    """
+    coords = np.asarray(coords, dtype=np.float64).reshape(-1, layer.ndim)
+    if layer.ndim != image.ndim:
+        raise ViewError(
+            f"'{layer.name}' has {layer.ndim} dimensions but '{image.name}' has {image.ndim}; "
+            "use prompt layers created for this image."
+        )
+    if len(coords) == 0:
+        return np.empty((0, image.ndim))
+    return np.stack(
+        [np.asarray(image.world_to_data(layer.data_to_world(c)), np.float64) for c in coords]
+    )
+
+
+def on_plane(coords: np.ndarray, index: tuple[int, ...]) -> np.ndarray:
+    """``(N,)`` bool: which image-data coordinates lie on the plane ``index`` (rounded)."""
+    coords = np.asarray(coords, dtype=np.float64)
+    if len(index) == 0 or len(coords) == 0:
+        return np.ones(len(coords), bool)
+    lead = np.round(coords[:, : len(index)]).astype(int)
+    return np.all(lead == np.asarray(index, int), axis=1)
+
+
+def contrast_window(image: Image) -> tuple[float, float] | None:
+    """The window the model sees the image through: none for uint8 RGB, else the display's."""
+    if image.rgb and np.dtype(base_data(image).dtype) == np.uint8:
+        return None
+    lo, hi = image.contrast_limits
+    return float(lo), float(hi)
+
+
+def slice_ref(image: Image, index: tuple[int, ...], data_version: Hashable) -> SliceRef:
+    """The engine's reference to one plane of an image layer."""
+    return SliceRef(
+        data=base_data(image),
+        index=tuple(index),
+        rgb=bool(image.rgb),
+        window=contrast_window(image),
+        source=image.unique_id,
+        data_version=data_version,
+    )
+
+
+def index_label(image: Image, index: tuple[int, ...]) -> str:
+    """A short human label for a plane, e.g. ``"z=3"`` or ``"t=1, z=3"``."""
+    if not index:
+        return "the image"
+    names = ("t", "z") if len(index) == 2 else ("z",) if len(index) == 1 else None
+    if names is None:
+        names = tuple(f"axis{i}" for i in range(len(index)))
+    return ", ".join(f"{n}={i}" for n, i in zip(names, index, strict=True))

@@ -1,0 +1,301 @@
+"""The state of click-and-box annotation on one viewer: layers, model, jobs, preview, commit.
+
+A :class:`ClickSession` is an ordinary object (no singleton): the dock widget owns one, a test
+can build one. It listens to the prompt layers and the viewer's slider, debounces changes
+(:data:`DEBOUNCE_MS`), runs each plane's prompts in a worker and applies the result on the Qt
+thread only if nothing changed meanwhile (the *generation* counter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from napari.layers import Image, Labels
+from qtpy.QtCore import QTimer
+
+from ..engine.cache import EmbeddingCache
+from ..engine.encoding import SliceEncoder, SliceRef
+from ..engine.interactive import ObjectMask, Prompt
+from ..models.errors import Sam3OnnxError
+from . import commit, layers, prompts, workers
+
+#: Quiet time after the last prompt change before the model runs.
+DEBOUNCE_MS = 150
+
+
+class ClickSession:
+    """Clicks and boxes on one image of one viewer.
+
+    Parameters
+    ----------
+    viewer : napari.Viewer
+        The viewer.
+    notify : callable, optional
+        ``notify(message)`` for things the user must read (errors, hints).
+    busy : callable, optional
+        ``busy(on, text)`` while a plane is being encoded.
+    """
+
+    def __init__(
+        self,
+        viewer,
+        notify: Callable[[str], None] | None = None,
+        busy: Callable[[bool, str], None] | None = None,
+    ) -> None:
+        self.viewer = viewer
+        self.notify = notify or (lambda _msg: None)
+        self.busy = busy or (lambda _on, _text: None)
+        self.cache = EmbeddingCache()
+        self.encoder: SliceEncoder | None = None
+        self.layers: layers.PromptLayers | None = None
+        self.generation = 0
+        self.overwrite = False
+        self.prefetch = False
+        self.messages: list[str] = []
+        self._locks = workers.SingleFlight()
+        self._versions: dict = {}
+        self._last: dict[tuple, tuple[Prompt, ObjectMask]] = {}
+        self._shown: tuple[int, ...] | None = None
+        self._current: list[ObjectMask] = []
+        self._index: tuple[int, ...] | None = None
+        self._encoding = 0
+        self._running = 0
+        self._applied = -1
+        self._timer = QTimer()
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(DEBOUNCE_MS)
+        self._timer.timeout.connect(self.run)
+        viewer.dims.events.current_step.connect(self._on_step)
+        viewer.dims.events.ndisplay.connect(self._on_step)
+        viewer.layers.events.removed.connect(self._on_removed)
+
+    # ---- setup ----------------------------------------------------------------------
+    @property
+    def image(self) -> Image | None:
+        """The image being annotated."""
+        return None if self.layers is None else self.layers.image
+
+    def set_encoder(self, encoder: SliceEncoder | None) -> None:
+        """Use another model (its embeddings share this session's cache)."""
+        if encoder is not None:
+            encoder.cache = self.cache
+        self.encoder = encoder
+        self._forget()
+        self.schedule()
+
+    def set_image(self, image: Image | None, target: Labels | None = None) -> None:
+        """Annotate ``image``: find or create its prompt, preview and target layers."""
+        self._disconnect()
+        self._forget()
+        if image is None:
+            self.layers = None
+            return
+        self.layers = layers.make_prompt_layers(self.viewer, image, target)
+        points, shapes = self.layers.points, self.layers.shapes
+        points.events.data.connect(self.schedule)
+        shapes.events.data.connect(self.schedule)
+        image.events.contrast_limits.connect(self.schedule)
+        image.events.data.connect(self._on_data)
+        self.viewer.layers.selection.active = points
+        points.mode = "add"
+        self.schedule()
+
+    def set_target(self, target: Labels) -> None:
+        """Commit into ``target`` from now on."""
+        if self.layers is not None:
+            self.layers.target = target
+
+    # ---- the run loop ----------------------------------------------------------------
+    def schedule(self, _event=None) -> None:
+        """Something changed: invalidate running jobs and run again after the quiet time."""
+        self.generation += 1
+        self._timer.start()
+
+    def run(self) -> None:
+        """Read the current plane's prompts and start a job (or clear the preview)."""
+        self._timer.stop()
+        lay, encoder = self.layers, self.encoder
+        if lay is None or encoder is None:
+            return
+        try:
+            index = layers.current_index(self.viewer, lay.image)
+            clicks, labels, _ = prompts.read_clicks(lay.points, lay.image, index)
+            boxes, _, other = prompts.read_boxes(lay.shapes, lay.image, index)
+        except Sam3OnnxError as exc:
+            self._clear_preview()
+            if len(lay.points.data) or len(lay.shapes.data):
+                self._say(str(exc))
+            return
+        if other:
+            self._say(f"{other} non-rectangle shape(s) on this plane are ignored; draw rectangles.")
+        objects = prompts.group_objects(clicks, labels, boxes)
+        if index != self._index:
+            self._last.clear()
+            self._index = index
+        if not objects:
+            self._clear_preview()
+            return
+        ref = layers.slice_ref(lay.image, index, self._versions.get(lay.image.unique_id, 0))
+        job = workers.Job(self.generation, ref,
+                          [(o.key, prompts.with_feedback(o, self._last)) for o in objects])
+        encoding = encoder.key(ref) not in encoder.cache
+        if encoding:
+            self._encoding += 1
+            self.busy(True, f"Encoding {layers.index_label(lay.image, index)} of "
+                            f"'{lay.image.name}' (once per plane)...")
+        self._running += 1
+        workers.start(workers.run_job, encoder, job, self._locks,
+                      on_result=self._apply, on_error=self._failed,
+                      on_finish=lambda: self._finished(encoding))
+
+    def _apply(self, result: workers.JobResult) -> None:
+        lay = self.layers
+        if result.job.generation != self.generation or lay is None or lay.image not in (
+            self.viewer.layers
+        ) or result.job.ref.source != lay.image.unique_id:
+            return  # the user moved on: never write a stale result
+        for message in result.problems:
+            self._say(message)
+        index = result.job.ref.index
+        self._applied = self.generation
+        if not any(mask.present for _, _, mask in result.masks) and result.masks:
+            self._say("The model finds no object at these prompts.")
+        self._last = {key: (prompt, mask) for key, prompt, mask in result.masks}
+        self._current = [mask for _, _, mask in result.masks if mask.present]
+        if lay.preview not in self.viewer.layers:
+            self._shown = None
+        preview = layers.restore_labels(self.viewer, lay, "preview")
+        commit.show_preview(preview, index, [m.mask for m in self._current], self._shown)
+        self._shown = tuple(index)
+        if self.prefetch:
+            self._prefetch(result.job.ref)
+
+    def _failed(self, exc: BaseException) -> None:
+        self._say(workers.describe(exc))
+
+    def _finished(self, encoded: bool) -> None:
+        self._running -= 1
+        if encoded:
+            self._encoding -= 1
+            if self._encoding == 0:
+                self.busy(False, "Plane encoded: further prompts on it are answered at once.")
+
+    @property
+    def pending(self) -> bool:
+        """Whether a run is scheduled or a job is still out (tests wait for this)."""
+        return self._timer.isActive() or self._running > 0
+
+    def _prefetch(self, ref: SliceRef) -> None:
+        """Encode the planes before and after the current one, in the background."""
+        refs = workers.neighbours(ref, layers.plane_shape(self.layers.image))
+        if refs and self.encoder is not None:
+            workers.start(workers.prefetch, self.encoder, refs, self._locks,
+                          on_result=lambda _n: None, on_error=self._failed)
+
+    # ---- actions ---------------------------------------------------------------------
+    def commit(self) -> list[int]:
+        """Write the previewed object(s) into the target layer; clear the plane's prompts."""
+        lay = self.layers
+        if lay is None or not self._current or self._shown is None:
+            self._say("There is no object to commit: click on an object or draw a box first.")
+            return []
+        if self._applied != self.generation:
+            self._say("The preview is still being updated; commit again when it shows.")
+            return []
+        if lay.target not in self.viewer.layers:
+            self._say(f"The target layer was removed; writing into a new '{layers.OBJECTS_NAME}'.")
+        layers.restore_labels(self.viewer, lay, "target")
+        try:
+            ids = commit.commit_masks(lay.target, self._shown, [m.mask for m in self._current],
+                                      self.overwrite)
+        except Sam3OnnxError as exc:
+            self._say(str(exc))
+            return []
+        self._say(f"Committed object id(s) {', '.join(map(str, ids))} to '{lay.target.name}'.")
+        self.clear()
+        return ids
+
+    def clear(self) -> None:
+        """Drop the current plane's prompts and the preview."""
+        lay = self.layers
+        if lay is None:
+            return
+        try:
+            index = layers.current_index(self.viewer, lay.image)
+            _, _, point_rows = prompts.read_clicks(lay.points, lay.image, index)
+            _, shape_rows, _ = prompts.read_boxes(lay.shapes, lay.image, index)
+        except Sam3OnnxError as exc:
+            self._say(str(exc))
+            return
+        for layer, rows in ((lay.points, point_rows), (lay.shapes, shape_rows)):
+            if len(rows):
+                layer.selected_data = set(int(r) for r in rows)
+                layer.remove_selected()
+        self._forget()
+
+    # ---- events ----------------------------------------------------------------------
+    def _on_step(self, _event=None) -> None:
+        if self.layers is None:
+            return
+        try:
+            index = layers.current_index(self.viewer, self.layers.image)
+        except Sam3OnnxError:
+            index = None
+        if index != self._index:
+            self._forget()
+            self.schedule()
+
+    def _on_data(self, _event=None) -> None:
+        key = self.layers.image.unique_id
+        self._versions[key] = self._versions.get(key, 0) + 1
+        self.cache.drop(lambda k: k.source == key)
+        self.schedule()
+
+    def _on_removed(self, event) -> None:
+        lay = self.layers
+        if lay is None:
+            return
+        if event.value is lay.image:
+            self._disconnect()
+            self.layers = None
+            self.generation += 1
+            self.cache.drop(lambda k: k.source == event.value.unique_id)
+            self._say(f"The image layer '{event.value.name}' was removed; its pending results "
+                      "were discarded. Pick another image.")
+        elif event.value in (lay.points, lay.shapes):
+            self._say(f"'{event.value.name}' was removed; pick the image again to recreate it.")
+
+    # ---- helpers ---------------------------------------------------------------------
+    def _clear_preview(self) -> None:
+        self._current = []
+        if self.layers is not None and self.layers.preview in self.viewer.layers:
+            commit.clear_preview(self.layers.preview, self._shown)
+        self._shown = None
+
+    def _forget(self) -> None:
+        self.generation += 1
+        self._last.clear()
+        self._index = None
+        self._clear_preview()
+
+    def _disconnect(self) -> None:
+        lay = self.layers
+        if lay is None:
+            return
+        lay.points.events.data.disconnect(self.schedule)
+        lay.shapes.events.data.disconnect(self.schedule)
+        lay.image.events.contrast_limits.disconnect(self.schedule)
+        lay.image.events.data.disconnect(self._on_data)
+
+    def _say(self, message: str) -> None:
+        self.messages = [*self.messages[-49:], message]
+        self.notify(message)
+
+    def close(self) -> None:
+        """Stop listening to the viewer (the widget calls this when it goes away)."""
+        self._timer.stop()
+        self._disconnect()
+        self.viewer.dims.events.current_step.disconnect(self._on_step)
+        self.viewer.dims.events.ndisplay.disconnect(self._on_step)
+        self.viewer.layers.events.removed.disconnect(self._on_removed)
+        self.layers = None

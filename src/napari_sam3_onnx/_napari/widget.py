@@ -1,0 +1,207 @@
+"""The "Clicks and boxes" dock widget: pick an image and a model, click, box, commit.
+
+Keyboard (with the prompt or box layer selected, or any layer where napari has no binding):
+``t`` toggles positive/negative clicks, ``c`` commits the preview, ``Shift+C`` clears the
+plane's prompts and preview.
+"""
+
+from __future__ import annotations
+
+from napari.layers import Image, Labels
+from napari.utils.notifications import show_info
+from qtpy.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QRadioButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .layers import OBJECTS_NAME, plane_shape, set_polarity
+from .model_panel import ModelPanel
+from .session import ClickSession
+
+KEYS = {"t": "toggle", "c": "commit", "Shift-C": "clear"}
+NEW_TARGET = f"new '{OBJECTS_NAME}' layer"
+
+
+class ClicksWidget(QWidget):
+    """Dock widget for click and box prompts.
+
+    Parameters
+    ----------
+    napari_viewer : napari.Viewer
+        The viewer (napari passes it when the widget is opened from the Plugins menu).
+    """
+
+    def __init__(self, napari_viewer, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.viewer = napari_viewer
+        self._updating = False
+        self.session = ClickSession(napari_viewer, notify=self._notify, busy=self._busy)
+        self.model = ModelPanel(self.session.set_encoder, self._set_budget, self._notify)
+
+        self.image = QComboBox()
+        self.image.currentIndexChanged.connect(lambda _i: self._image_changed())
+        self.target = QComboBox()
+        self.target.currentIndexChanged.connect(lambda _i: self._target_changed())
+        self.positive = QRadioButton("Positive", checked=True)
+        self.negative = QRadioButton("Negative")
+        self.positive.toggled.connect(self._polarity_changed)
+        self.overwrite = QCheckBox("Overwrite other objects")
+        self.overwrite.toggled.connect(lambda on: setattr(self.session, "overwrite", bool(on)))
+        self.prefetch = QCheckBox("Pre-encode neighbouring planes when idle")
+        self.prefetch.toggled.connect(lambda on: setattr(self.session, "prefetch", bool(on)))
+        commit = QPushButton("Commit [c]")
+        commit.clicked.connect(self.commit)
+        clear = QPushButton("Clear [Shift+C]")
+        clear.clicked.connect(self.clear)
+        self.progress = QProgressBar(visible=False, textVisible=False)
+        self.progress.setRange(0, 0)
+        self.status = QLabel("", wordWrap=True)
+
+        polarity = QHBoxLayout()
+        polarity.addWidget(self.positive)
+        polarity.addWidget(self.negative)
+        polarity.addWidget(QLabel("[t] toggles"))
+        buttons = QHBoxLayout()
+        buttons.addWidget(commit)
+        buttons.addWidget(clear)
+        data = QFormLayout()
+        data.addRow("Image", self.image)
+        data.addRow("Commit to", self.target)
+        data.addRow("Clicks", polarity)
+        box = QGroupBox("Prompts")
+        box.setLayout(data)
+        help_text = QLabel(
+            "Click on an object in 'SAM prompts' (add mode); draw rectangles in 'SAM boxes'. "
+            "Only prompts on the plane shown count.", wordWrap=True)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.model)
+        layout.addWidget(box)
+        layout.addWidget(help_text)
+        for w in (self.overwrite, self.prefetch):
+            layout.addWidget(w)
+        layout.addLayout(buttons)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addStretch(1)
+
+        napari_viewer.layers.events.inserted.connect(self._refresh_choices)
+        napari_viewer.layers.events.removed.connect(self._refresh_choices)
+        napari_viewer.layers.events.moved.connect(self._refresh_choices)
+        self._bind_keys(napari_viewer)
+        self.destroyed.connect(self.session.close)
+        self._refresh_choices()
+
+    # ---- actions ---------------------------------------------------------------------
+    def commit(self, _viewer=None) -> list[int]:
+        """Commit the preview (button and ``c``)."""
+        return self.session.commit()
+
+    def clear(self, _viewer=None) -> None:
+        """Clear the plane's prompts and the preview (button and ``Shift+C``)."""
+        self.session.clear()
+
+    def toggle(self, _viewer=None) -> None:
+        """Switch the next clicks between positive and negative (``t``)."""
+        (self.negative if self.positive.isChecked() else self.positive).setChecked(True)
+
+    def load_bundle(self, folder, toy: bool = False) -> None:
+        """Load a bundle folder (``toy`` marks the test model clearly in the widget)."""
+        self.model.load(folder, toy=toy)
+
+    # ---- wiring ----------------------------------------------------------------------
+    def _bind_keys(self, viewer) -> None:
+        for key, name in KEYS.items():
+            viewer.bind_key(key, getattr(self, name), overwrite=True)
+        self._bound_layers: list = []
+
+    def _bind_layer_keys(self) -> None:
+        lay = self.session.layers
+        if lay is None:
+            return
+        for layer in (lay.points, lay.shapes):
+            if layer in self._bound_layers:
+                continue
+            for key, name in KEYS.items():
+                if layer is lay.shapes and key == "t":
+                    continue  # napari's 't' draws paths in Shapes layers
+                layer.bind_key(key, lambda _layer, n=name: getattr(self, n)(), overwrite=True)
+            self._bound_layers.append(layer)
+
+    def _refresh_choices(self, _event=None) -> None:
+        if self._updating:
+            return
+        current = self.image.currentData()
+        images = [la for la in self.viewer.layers if isinstance(la, Image)]
+        self.image.blockSignals(True)
+        self.image.clear()
+        for layer in images:
+            self.image.addItem(layer.name, layer)
+        if current in images:
+            self.image.setCurrentIndex(images.index(current))
+        self.image.blockSignals(False)
+        if self.image.currentData() is not self.session.image:
+            self._image_changed()
+        self._refresh_targets()
+
+    def _refresh_targets(self) -> None:
+        image = self.session.image
+        shape = None if image is None else plane_shape(image)
+        ours = None if self.session.layers is None else self.session.layers
+        labels = [la for la in self.viewer.layers if isinstance(la, Labels)
+                  and shape is not None and la.data.shape == shape
+                  and (ours is None or la is not ours.preview)]
+        self.target.blockSignals(True)
+        self.target.clear()
+        for layer in labels:
+            self.target.addItem(layer.name, layer)
+        if not labels:
+            self.target.addItem(NEW_TARGET, None)
+        if ours is not None and ours.target in labels:
+            self.target.setCurrentIndex(labels.index(ours.target))
+        self.target.blockSignals(False)
+
+    def _image_changed(self) -> None:
+        image = self.image.currentData()
+        if image is self.session.image or self._updating:
+            return
+        self._updating = True  # set_image adds layers, which would re-enter here
+        try:
+            self.session.set_image(image)
+        finally:
+            self._updating = False
+        self._polarity_changed(self.positive.isChecked())
+        self._bind_layer_keys()
+        self._refresh_targets()
+
+    def _target_changed(self) -> None:
+        target = self.target.currentData()
+        if target is not None:
+            self.session.set_target(target)
+
+    def _polarity_changed(self, positive: bool) -> None:
+        if self.session.layers is None:
+            return
+        set_polarity(self.session.layers.points, bool(positive))
+
+    def _set_budget(self, nbytes: int) -> None:
+        self.session.cache.budget_bytes = nbytes
+
+    # ---- feedback --------------------------------------------------------------------
+    def _notify(self, message: str) -> None:
+        self.status.setText(message)
+        show_info(message)
+
+    def _busy(self, on: bool, text: str) -> None:
+        self.progress.setVisible(on)
+        if text:
+            self.status.setText(text)
+        self.viewer.status = text

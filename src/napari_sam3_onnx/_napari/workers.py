@@ -1,0 +1,152 @@
+"""Model work off the Qt thread: encode a plane once, then answer its prompts.
+
+:func:`run_job` is a plain function (tested without Qt); :func:`start` runs a function in
+napari's thread pool and delivers its result or error on the Qt thread. Every job carries the
+generation it was started for; the caller drops results whose generation is no longer current.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+from napari.qt.threading import create_worker
+
+from ..engine.encoding import SliceEncoder, SliceRef
+from ..engine.interactive import ObjectMask, Prompt, segment
+from ..models.errors import PromptError, Sam3OnnxError
+
+log = logging.getLogger(__name__)
+
+
+class SingleFlight:
+    """One lock per key, so two jobs on the same plane encode it once, not twice."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[Hashable, list] = {}
+
+    @contextmanager
+    def hold(self, key: Hashable):
+        """Hold the lock of ``key`` (others asking for the same key wait)."""
+        with self._guard:
+            entry = self._locks.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    self._locks.pop(key, None)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of the prompts of a plane.
+
+    Attributes
+    ----------
+    generation : int
+        The session's generation when the job was made.
+    ref : SliceRef
+        The plane.
+    objects : sequence of (key, Prompt)
+        The objects to segment.
+    """
+
+    generation: int
+    ref: SliceRef
+    objects: Sequence[tuple[tuple, Prompt]]
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a job produced.
+
+    Attributes
+    ----------
+    job : Job
+        The job.
+    masks : list of (key, Prompt, ObjectMask)
+        One entry per object that could be segmented.
+    problems : list of str
+        Messages for objects that could not (a degenerate box, a click outside the image).
+    """
+
+    job: Job
+    masks: list[tuple[tuple, Prompt, ObjectMask]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def run_job(encoder: SliceEncoder, job: Job, locks: SingleFlight) -> JobResult:
+    """Embed the job's plane (from the cache when possible) and segment each object."""
+    with locks.hold(encoder.key(job.ref)):
+        embedding = encoder.embed(job.ref)
+    result = JobResult(job)
+    for key, prompt in job.objects:
+        try:
+            result.masks.append((key, prompt, segment(encoder.adapter, embedding, prompt)))
+        except PromptError as exc:
+            result.problems.append(str(exc))
+    return result
+
+
+def prefetch(encoder: SliceEncoder, refs: Sequence[SliceRef], locks: SingleFlight) -> int:
+    """Encode planes that are not cached yet (idle pre-encoding); returns how many were new."""
+    done = 0
+    for ref in refs:
+        with locks.hold(encoder.key(ref)):
+            if encoder.key(ref) not in encoder.cache:
+                encoder.embed(ref)
+                done += 1
+    return done
+
+
+def neighbours(ref: SliceRef, shape: Sequence[int]) -> list[SliceRef]:
+    """The planes one step before and after ``ref`` along its last leading axis (z)."""
+    if not ref.index:
+        return []
+    axis = len(ref.index) - 1
+    out = []
+    for step in (1, -1):
+        k = ref.index[axis] + step
+        if 0 <= k < shape[axis]:
+            out.append(replace(ref, index=(*ref.index[:axis], k)))
+    return out
+
+
+def describe(exc: BaseException) -> str:
+    """A message for people: our errors speak for themselves, others get their type named."""
+    if isinstance(exc, Sam3OnnxError):
+        return str(exc)
+    return f"The model run failed ({type(exc).__name__}: {exc})."
+
+
+def start(
+    func: Callable,
+    *args,
+    on_result: Callable[[object], None],
+    on_error: Callable[[BaseException], None],
+    on_finish: Callable[[], None] | None = None,
+):
+    """Run ``func(*args)`` in napari's thread pool; callbacks arrive on the Qt thread.
+
+    Returns
+    -------
+    napari.qt.threading.FunctionWorker
+        The started worker.
+    """
+
+    def _error(exc: BaseException) -> None:
+        log.debug("worker failed", exc_info=exc)
+        on_error(exc)
+
+    connect: dict = {"returned": on_result, "errored": _error}
+    if on_finish is not None:
+        connect["finished"] = on_finish
+    return create_worker(func, *args, _connect=connect, _ignore_errors=True, _start_thread=True)

@@ -1,0 +1,1 @@
+"""Widget tests in a real napari viewer (run under xvfb-run; marked ``gui``)."""
