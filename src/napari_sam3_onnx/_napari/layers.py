@@ -30,6 +30,8 @@ POSITIVE_COLOR = "lime"
 NEGATIVE_COLOR = "magenta"
 POSITIVE_SYMBOL = "disc"
 NEGATIVE_SYMBOL = "cross"
+#: Colours of previewed objects 1, 2, ... (committed objects use napari's random label colours).
+PREVIEW_COLORS = ("gold", "springgreen", "deepskyblue", "orchid", "tomato")
 
 
 class ViewError(Sam3OnnxError):
@@ -138,13 +140,22 @@ def polarity(points: Points) -> bool:
     return bool(np.asarray(points.feature_defaults[FEATURE])[0])
 
 
+def preview_colormap():
+    """Fixed bright colours for previewed objects (1..K), so they read apart from committed ones."""
+    from napari.utils.colormaps import DirectLabelColormap
+
+    colours = {k: c for k, c in enumerate(PREVIEW_COLORS, start=1)}
+    return DirectLabelColormap(color_dict={None: PREVIEW_COLORS[0], 0: "transparent", **colours})
+
+
 def make_prompt_layers(viewer, image: Image, target: Labels | None = None) -> PromptLayers:
     """Find or create the image's prompt, box, preview and (unless given) target layers."""
     points = find_or_add(viewer, Points, PROMPTS_NAME, image, size=8)
     style_points(points)
     shapes = find_or_add(viewer, Shapes, BOXES_NAME, image, face_color="transparent",
                          edge_color="yellow", edge_width=2)
-    preview = find_or_add(viewer, Labels, PREVIEW_NAME, image, dtype="uint8", opacity=0.5)
+    preview = find_or_add(viewer, Labels, PREVIEW_NAME, image, dtype="uint8", opacity=0.6,
+                          colormap=preview_colormap())
     if target is None:
         target = find_or_add(viewer, Labels, OBJECTS_NAME, image)
     return PromptLayers(image, points, shapes, preview, target)
