@@ -155,7 +155,7 @@ def _simulate(n, cond, evict):
 
 
 def test_backward_pass_reuses_forward_memories_next_to_the_start():
-    bank, sel, _ = _simulate(200, 50, evict=True)
+    _, sel, _ = _simulate(200, 50, evict=True)
     back = sel[49, -1]
     assert back.memory_slices == (50, 55, 54, 53, 52, 51)
     assert back.memory_rows == (6, 5, 4, 3, 2, 1)
