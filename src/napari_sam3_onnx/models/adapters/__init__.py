@@ -7,9 +7,13 @@ wins). Each adapter class has ``match(graphs) -> roles | None`` and ``__init__(r
 from __future__ import annotations
 
 from .hf_tracker import HfTrackerAdapter
+from .jax_video import JaxVideoAdapter
+from .pagarcia import PagarciaTrackerAdapter
 
 ADAPTERS: tuple[type, ...] = (
+    JaxVideoAdapter,
+    PagarciaTrackerAdapter,
     HfTrackerAdapter,
 )
 
-__all__ = ["ADAPTERS", "HfTrackerAdapter"]
+__all__ = ["ADAPTERS", "HfTrackerAdapter", "JaxVideoAdapter", "PagarciaTrackerAdapter"]
