@@ -6,14 +6,33 @@ wins). Each adapter class has ``match(graphs) -> roles | None`` and ``__init__(r
 
 from __future__ import annotations
 
+from .autognosi import AutognosiAdapter
+from .comicapp import ComicAppAdapter
 from .hf_tracker import HfTrackerAdapter
 from .jax_video import JaxVideoAdapter
 from .pagarcia import PagarciaTrackerAdapter
+from .samexporter import SamexporterAdapter
+from .wkentaro import WkentaroV03Adapter, WkentaroV06Adapter
 
 ADAPTERS: tuple[type, ...] = (
     JaxVideoAdapter,
     PagarciaTrackerAdapter,
+    AutognosiAdapter,
     HfTrackerAdapter,
+    ComicAppAdapter,
+    SamexporterAdapter,
+    WkentaroV06Adapter,
+    WkentaroV03Adapter,
 )
 
-__all__ = ["ADAPTERS", "HfTrackerAdapter", "JaxVideoAdapter", "PagarciaTrackerAdapter"]
+__all__ = [
+    "ADAPTERS",
+    "AutognosiAdapter",
+    "ComicAppAdapter",
+    "HfTrackerAdapter",
+    "JaxVideoAdapter",
+    "PagarciaTrackerAdapter",
+    "SamexporterAdapter",
+    "WkentaroV03Adapter",
+    "WkentaroV06Adapter",
+]

@@ -1,0 +1,201 @@
+"""Parts wkentaro (v0.3/v0.6) and samexporter bundles share: encoders and decoder feeds.
+
+Contract (../shared/model-contracts.md sections 3.2-3.3 and 4): the image encoder takes ``image``
+uint8 ``[3,S,S]`` (normalisation inside) and returns ``backbone_fpn_0..2`` and
+``vision_pos_enc_0..2``; the language encoder takes ``tokens [1,32]`` int64 (0-padded) and
+returns ``text_attention_mask`` (True = pad), ``text_memory``, ``text_embeds``; the concept
+decoder takes some of those (``language_mask`` = ``text_attention_mask``, ``language_features`` =
+``text_memory``, ``language_embeds`` = ``text_embeds``) plus ``box_coords [K,1,4]``,
+``box_labels [K,1]``, ``box_masks [1,K]`` and, in some exports, ``original_height/width``.
+
+Only the encoder outputs the decoders declare are requested. The vision position encodings are
+image-independent sine maps (section 12 #11), so the ones a decoder takes are fetched with the
+first encode and kept once per adapter, not per embedding.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
+from ..errors import CapabilityError, LayoutMismatchError
+from ..graph_info import GraphSignature
+from ..runtime import LazySession, RuntimeConfig
+from ._common import as_float32, encoder_feed, fixed_dim, require_names, spatial_size
+from ._concepts import as_declared, exemplar_slots, find_graph, slot_count, token_feed
+
+FPN = ("backbone_fpn_0", "backbone_fpn_1", "backbone_fpn_2")
+POS_PREFIX = "vision_pos_enc_"
+TEXT_MAP = {"language_mask": "text_attention_mask", "language_features": "text_memory",
+            "language_embeds": "text_embeds"}
+SLOT_INPUTS = ("box_coords", "box_labels", "box_masks")
+SIZE_INPUTS = ("original_height", "original_width")
+WANTED = {
+    "encoder": "input 'image' -> backbone_fpn_0..2, vision_pos_enc_0..2",
+    "language": "input 'tokens' -> text_attention_mask, text_memory, text_embeds",
+    "decoder": "backbone_fpn_*, language_mask, language_features, box_coords -> detections",
+}
+
+
+def find_image_encoder(graphs: Mapping[str, GraphSignature]) -> GraphSignature | None:
+    """The graph taking ``image`` and returning ``backbone_fpn_0..2``."""
+    return find_graph(graphs, ["image"], FPN)
+
+
+def find_language_encoder(graphs: Mapping[str, GraphSignature]) -> GraphSignature | None:
+    """The graph taking ``tokens`` and returning ``text_attention_mask`` and ``text_memory``."""
+    return find_graph(graphs, ["tokens"], ["text_attention_mask", "text_memory"])
+
+
+class WkFamilyAdapter(SamAdapter):
+    """Base of the wkentaro and samexporter adapters.
+
+    Subclasses set ``layout``, ``decoder_outputs`` and ``mask_output`` and turn the decoder's
+    outputs into :class:`~napari_sam3_onnx.models.base.Detections` in :meth:`_detections`.
+    """
+
+    decoder_outputs: tuple[str, ...] = ()
+    mask_output: str = ""
+
+    def __init__(self, graphs: Mapping[str, GraphSignature], config: RuntimeConfig) -> None:
+        enc, lang, dec = graphs["encoder"], graphs["language"], graphs["decoder"]
+        require_names(enc, self.layout, ["image"], FPN)
+        require_names(lang, self.layout, ["tokens"], ["text_attention_mask", "text_memory"])
+        require_names(dec, self.layout, ["language_mask", "language_features"],
+                      self.decoder_outputs)
+        self.encoder = LazySession(enc.path, config)
+        self.language = LazySession(lang.path, config)
+        self.decoder = LazySession(dec.path, config)
+        self._image = enc.input("image")
+        names = [t.name for t in dec.inputs]
+        known = enc.output_names | set(TEXT_MAP) | set(SLOT_INPUTS) | set(SIZE_INPUTS)
+        unknown = [n for n in names if n not in known]
+        no_text = [TEXT_MAP[n] for n in names
+                   if n in TEXT_MAP and TEXT_MAP[n] not in lang.output_names]
+        if unknown or no_text:
+            raise LayoutMismatchError(
+                self.layout, dec.path.name,
+                f"its inputs {unknown + no_text} are produced by no graph of the bundle "
+                f"(encoder outputs: {sorted(enc.output_names)}; language encoder outputs: "
+                f"{sorted(lang.output_names)})",
+            )
+        self._constant_names = tuple(n for n in names if n.startswith(POS_PREFIX))
+        self._image_names: tuple[str, ...] = tuple(
+            n for n in names if n in enc.output_names and not n.startswith(POS_PREFIX))
+        self._text_names = {n: TEXT_MAP[n] for n in names if n in TEXT_MAP}
+        self._has_slots = set(SLOT_INPUTS) <= set(names)
+        self._slots = slot_count(dec.input("box_coords"), 0) if self._has_slots else None
+        self._constants: dict[str, np.ndarray] | None = None
+        self._lock = threading.Lock()
+        caps = {Capability.ENCODE, Capability.TEXT}
+        if self._has_slots:
+            caps |= {Capability.EXEMPLARS, Capability.BOXES}
+        self.capabilities = frozenset(caps)
+
+    # ---- geometry ----------------------------------------------------------------------
+    @property
+    def input_size(self) -> tuple[int, int]:
+        return spatial_size(self._image, self.layout, self.encoder.path.name)
+
+    @property
+    def mask_size(self) -> tuple[int, int]:
+        dims = self.decoder.signature.output(self.mask_output).shape[-2:]
+        if all(isinstance(d, int) and d > 0 for d in dims):
+            return int(dims[0]), int(dims[1])
+        return spatial_size(self.encoder.signature.output(FPN[0]), self.layout,
+                            self.encoder.path.name)
+
+    @property
+    def max_exemplars(self) -> int | None:
+        return self._slots
+
+    @property
+    def context_length(self) -> int:
+        return fixed_dim(self.language.signature.input("tokens"), 1, self.layout,
+                         self.language.path.name)
+
+    # ---- operations --------------------------------------------------------------------
+    def encode(self, rgb: np.ndarray) -> Embedding:
+        """Encode one ``(rows, cols, 3)`` uint8 RGB image; see the base class."""
+        feed = encoder_feed(rgb, self._image, self.layout, self.encoder.path.name)
+        first = self._constants is None
+        names = list(self._image_names) + (list(self._constant_names) if first else [])
+        out = as_float32(self.encoder.run(names, {"image": feed}))
+        if first:
+            with self._lock:
+                self._constants = {n: out.pop(n) for n in self._constant_names}
+        return Embedding(out, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
+
+    def constants(self) -> dict[str, np.ndarray]:
+        """The position encodings the decoder takes, by name.
+
+        If this adapter has encoded no image yet (e.g. for an embedding loaded from a cache) they
+        are fetched by one encoder run on a blank image.
+        """
+        if self._constants is None and self._constant_names:
+            blank = np.zeros((*self.input_size, 3), np.uint8)
+            feed = encoder_feed(blank, self._image, self.layout, self.encoder.path.name)
+            out = as_float32(self.encoder.run(list(self._constant_names), {"image": feed}))
+            with self._lock:
+                self._constants = out
+        return dict(self._constants or {})
+
+    def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
+        """Run the language encoder on CLIP ids (start/end included); pads with 0 (upstream)."""
+        self._require(Capability.TEXT)
+        feed = token_feed(token_ids, self.context_length, pad=0)
+        wanted = sorted(set(self._text_names.values()))
+        out = self.language.run(wanted, {"tokens": feed})
+        features = {dec: out[src] for dec, src in self._text_names.items()}
+        return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids), features)
+
+    def decoder_feeds(
+        self,
+        embedding: Embedding,
+        text: TextEmbedding,
+        boxes_cxcywh: np.ndarray | None = None,
+        box_labels: np.ndarray | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Everything the concept decoder declares, from an embedding, a text and exemplars."""
+        self._require(Capability.TEXT)
+        given = boxes_cxcywh is not None and len(boxes_cxcywh) > 0
+        if given and not self._has_slots:
+            raise CapabilityError(self.layout, Capability.EXEMPLARS.value)
+        missing = [n for n in self._image_names if n not in embedding.features]
+        missing += [n for n in self._text_names if n not in text.features]
+        if missing:
+            raise ValueError(
+                f"The embedding or text given to the {self.layout} bundle lacks {missing}; it "
+                "was made by another bundle. Encode the image and the text with this one."
+            )
+        feeds = {**self.constants(), **embedding.features, **text.features}
+        sig = self.decoder.signature
+        if self._has_slots:
+            coords, labels, padding = exemplar_slots(boxes_cxcywh, box_labels, self._slots,
+                                                     self.layout)
+            for name, value in zip(SLOT_INPUTS, (coords, labels, padding), strict=True):
+                feeds[name] = as_declared(value, sig.input(name))
+        for axis, name in enumerate(SIZE_INPUTS):
+            if name in sig.input_names:
+                feeds[name] = as_declared(embedding.image_shape[axis], sig.input(name))
+        return feeds
+
+    def detect(
+        self,
+        embedding: Embedding,
+        text: TextEmbedding,
+        boxes_cxcywh: np.ndarray | None = None,
+        box_labels: np.ndarray | None = None,
+    ) -> Detections:
+        feeds = self.decoder_feeds(embedding, text, boxes_cxcywh, box_labels)
+        return self._detections(self.decoder.run(self.decoder_outputs, feeds))
+
+    def _detections(self, out: Mapping[str, np.ndarray]) -> Detections:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        for session in (self.encoder, self.language, self.decoder):
+            session.close()

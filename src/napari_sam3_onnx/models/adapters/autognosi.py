@@ -1,0 +1,218 @@
+"""Adapter for ``Autognosi/sam3-onnx-vulkan`` (int8, five graphs; facts from its card).
+
+Contract (../shared/model-contracts.md sections 1 #3 and 5): ``vision_encoder`` (``pixel_values``
+``[1,3,S,S]``, mean = std = 0.5) -> ``fpn_0..2``; ``text_encoder`` (HF style: ``input_ids``
+padded with 49407, ``attention_mask`` int64 1 = token) -> ``text_features``; ``detector`` ->
+``pred_masks_bits`` uint8 ``[1,Q,L,L/8]`` (binary masks bit-packed along the width),
+``pred_boxes`` xyxy normalised, ``pred_logits [1,Q]``, ``presence_logits``;
+``tracker_vision_encoder`` -> ``image_embeddings_0/1/2``; ``prompt_decoder`` (``input_points
+[1,P,N,2]`` model-input pixels, ``input_labels [1,P,N]``) -> ``pred_masks [1,P,4,L,L]`` (token 0
+single-mask, 1-3 multimask), ``iou_scores``, ``object_score_logits``.
+
+The bit order of ``pred_masks_bits`` is not published. It is decided once per adapter, on the
+first detection that can tell: the order whose unpacked masks' bounding boxes agree best with
+``pred_boxes`` wins (:func:`bit_order_errors`); until then numpy's default ("big") is used. Set
+:attr:`AutognosiAdapter.bit_order` to force one. The detector has no exemplar inputs. Encoding
+runs both image encoders (two ViT passes, section 12 #17).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..base import Capability, Detections, Embedding, MaskCandidates, SamAdapter, TextEmbedding
+from ..errors import CapabilityError, LayoutMismatchError
+from ..graph_info import GraphSignature, TensorInfo
+from ..runtime import LazySession, RuntimeConfig
+from ._common import as_float32, encoder_feed, fixed_dim, require_names, spatial_size
+from ._concepts import EOT, as_declared, find_graph, missing_graphs, sigmoid, token_feed
+
+FPN = ("fpn_0", "fpn_1", "fpn_2")
+EMBEDDINGS = ("image_embeddings_0", "image_embeddings_1", "image_embeddings_2")
+TEXT_IN = ("input_ids", "attention_mask")
+DETECTOR_IN = (*FPN, "text_features", "attention_mask")
+DETECTOR_OUT = ("pred_masks_bits", "pred_boxes", "pred_logits", "presence_logits")
+PROMPT_IN = ("input_points", "input_labels", *EMBEDDINGS)
+PROMPT_OUT = ("pred_masks", "iou_scores", "object_score_logits")
+WANTED = {
+    "vision_encoder": "pixel_values -> fpn_0..2",
+    "text_encoder": "input_ids, attention_mask -> text_features",
+    "detector": "fpn_0..2, text_features, attention_mask -> pred_masks_bits, pred_boxes, ...",
+    "tracker_encoder": "pixel_values -> image_embeddings_0..2",
+    "prompt_decoder": "image_embeddings_0..2, input_points, input_labels -> pred_masks, ...",
+}
+
+
+def bit_order_errors(bits: np.ndarray, boxes_xyxy: np.ndarray) -> dict[str, float]:
+    """Disagreement of each bit order's masks with the predicted boxes.
+
+    Parameters
+    ----------
+    bits : numpy.ndarray
+        ``(Q, H, W/8)`` uint8 masks packed along the width.
+    boxes_xyxy : numpy.ndarray
+        ``(Q, 4)`` normalised ``(x0, y0, x1, y1)``.
+
+    Returns
+    -------
+    dict
+        ``{"big": e, "little": e}``: the summed absolute difference, in mask pixels, between
+        each non-empty unpacked mask's bounding box (pixel edges) and its box.
+    """
+    h, w = bits.shape[1], bits.shape[2] * 8
+    scale = np.array([w, h, w, h], np.float32)
+    errors = {}
+    for order in ("big", "little"):
+        masks = np.unpackbits(bits, axis=-1, bitorder=order).astype(bool)
+        cols, rows = masks.any(axis=1), masks.any(axis=2)  # (Q, W), (Q, H)
+        total = 0.0
+        for q in np.flatnonzero(cols.any(axis=1)):
+            c, r = np.flatnonzero(cols[q]), np.flatnonzero(rows[q])
+            bb = np.array([c[0], r[0], c[-1] + 1, r[-1] + 1], np.float32)
+            total += float(np.abs(bb - boxes_xyxy[q] * scale).sum())
+        errors[order] = total
+    return errors
+
+
+def _image_input(sig: GraphSignature, layout: str) -> TensorInfo:
+    if len(sig.inputs) != 1 or sig.inputs[0].rank != 4:
+        raise LayoutMismatchError(layout, sig.path.name, "expected one [1,3,S,S] image input, "
+                                  f"found {[(t.name, t.shape) for t in sig.inputs]}")
+    return sig.inputs[0]
+
+
+class AutognosiAdapter(SamAdapter):
+    """Text search (no exemplars) plus clicks and boxes through the prompt decoder."""
+
+    layout = "autognosi-int8"
+    capabilities = frozenset({Capability.ENCODE, Capability.TEXT, Capability.CLICKS,
+                              Capability.BOXES})
+    #: "big" or "little" once decided (or set by the user); None: not decided yet.
+    bit_order: str | None = None
+
+    @classmethod
+    def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
+        """Pick the five graphs; None when neither anchor is present.
+
+        Anchors: a detector with ``pred_masks_bits`` or a prompt decoder with
+        ``image_embeddings_0/1/2`` + ``input_points``; then the other four graphs must exist.
+        """
+        detector = find_graph(graphs, outputs=["pred_masks_bits"])
+        prompt = find_graph(graphs, ["input_points", *EMBEDDINGS])
+        anchor = detector or prompt
+        if anchor is None:
+            return None
+        roles = {
+            "vision_encoder": find_graph(graphs, outputs=FPN),
+            "text_encoder": find_graph(graphs, TEXT_IN, ["text_features"]),
+            "detector": detector,
+            "tracker_encoder": find_graph(graphs, outputs=EMBEDDINGS),
+            "prompt_decoder": prompt,
+        }
+        missing_graphs(cls.layout, anchor, roles, WANTED, graphs)
+        return roles  # type: ignore[return-value]
+
+    def __init__(self, graphs: Mapping[str, GraphSignature], config: RuntimeConfig) -> None:
+        require_names(graphs["text_encoder"], self.layout, TEXT_IN, ["text_features"])
+        require_names(graphs["detector"], self.layout, DETECTOR_IN, DETECTOR_OUT)
+        require_names(graphs["prompt_decoder"], self.layout, PROMPT_IN, PROMPT_OUT)
+        self.sessions = {role: LazySession(g.path, config) for role, g in graphs.items()}
+        self._vision = _image_input(graphs["vision_encoder"], self.layout)
+        self._tracker = _image_input(graphs["tracker_encoder"], self.layout)
+        self.bit_order = None
+
+    def _name(self, role: str) -> str:
+        return self.sessions[role].path.name
+
+    @property
+    def input_size(self) -> tuple[int, int]:  # noqa: D102
+        return spatial_size(self._vision, self.layout, self._name("vision_encoder"))
+
+    @property
+    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+        sig = self.sessions["prompt_decoder"].signature
+        return spatial_size(sig.output("pred_masks"), self.layout, sig.path.name)
+
+    @property
+    def context_length(self) -> int:  # noqa: D102
+        sig = self.sessions["text_encoder"].signature
+        return fixed_dim(sig.input("input_ids"), 1, self.layout, sig.path.name)
+
+    def encode(self, rgb: np.ndarray) -> Embedding:
+        """Run both image encoders on a ``(rows, cols, 3)`` uint8 RGB image."""
+        features: dict[str, np.ndarray] = {}
+        for role, info, names in (("vision_encoder", self._vision, FPN),
+                                  ("tracker_encoder", self._tracker, EMBEDDINGS)):
+            feed = encoder_feed(rgb, info, self.layout, self._name(role))
+            features.update(as_float32(self.sessions[role].run(names, {info.name: feed})))
+        return Embedding(features, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
+
+    def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
+        """HF-style: ids padded with the end token 49407, ``attention_mask`` 1 on real tokens."""
+        ids = token_feed(token_ids, self.context_length, pad=EOT)
+        mask = np.zeros_like(ids)
+        mask[0, : len(token_ids)] = 1
+        out = self.sessions["text_encoder"].run(["text_features"],
+                                                {"input_ids": ids, "attention_mask": mask})
+        return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids),
+                             {"text_features": out["text_features"], "attention_mask": mask})
+
+    def detect(  # noqa: D102
+        self,
+        embedding: Embedding,
+        text: TextEmbedding,
+        boxes_cxcywh: np.ndarray | None = None,
+        box_labels: np.ndarray | None = None,
+    ) -> Detections:
+        if boxes_cxcywh is not None and len(boxes_cxcywh) > 0:
+            raise CapabilityError(self.layout, Capability.EXEMPLARS.value)
+        feeds = {**{n: embedding.features[n] for n in FPN}, **text.features}
+        out = self.sessions["detector"].run(DETECTOR_OUT, feeds)
+        bits = out["pred_masks_bits"].reshape(-1, *out["pred_masks_bits"].shape[-2:])
+        boxes = np.asarray(out["pred_boxes"], np.float32).reshape(-1, 4)
+        scores = sigmoid(out["pred_logits"].reshape(-1)) * sigmoid(
+            out["presence_logits"].reshape(-1)[0])
+        order = self.bit_order or self._decide(bits, boxes, scores) or "big"
+        masks = np.unpackbits(bits, axis=-1, bitorder=order)  # type: ignore[call-overload]
+        masks = masks[..., : self.mask_size[1]]  # packing may round the width up to 8
+        return Detections(scores.astype(np.float32), boxes, masks, "binary", min_score=0.0)
+
+    def _decide(self, bits: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> str | None:
+        keep = scores > 0.5 if (scores > 0.5).any() else np.ones_like(scores, bool)
+        err = bit_order_errors(bits[keep], boxes[keep])
+        if abs(err["big"] - err["little"]) < 0.5:
+            return None  # these masks cannot tell the orders apart; decide later
+        self.bit_order = min(err, key=err.__getitem__)
+        return self.bit_order
+
+    def predict_masks(  # noqa: D102
+        self,
+        embedding: Embedding,
+        points_xy: np.ndarray,
+        labels: np.ndarray,
+        mask_input: np.ndarray | None = None,
+    ) -> MaskCandidates:
+        if mask_input is not None:
+            raise ValueError(f"the {self.layout} prompt decoder takes no mask prompt")
+        pts = np.asarray(points_xy, np.float32).reshape(-1, 2)
+        labs = np.asarray(labels).reshape(-1)
+        if len(pts) == 0 or len(pts) != len(labs):
+            raise ValueError(f"need one label per point, got {len(pts)} points, {len(labs)} labels")
+        sig = self.sessions["prompt_decoder"].signature
+        feeds = {n: embedding.features[n] for n in EMBEDDINGS}
+        feeds["input_points"] = as_declared(pts[None, None], sig.input("input_points"))
+        feeds["input_labels"] = as_declared(labs[None, None], sig.input("input_labels"))
+        out = self.sessions["prompt_decoder"].run(PROMPT_OUT, feeds)
+        logits = out["pred_masks"].reshape(-1, *self.mask_size).astype(np.float32)
+        return MaskCandidates(
+            logits=logits,
+            iou=out["iou_scores"].reshape(-1).astype(np.float32),
+            object_score=float(out["object_score_logits"].reshape(-1)[0]),
+            single_mask_first=logits.shape[0] == 4,
+        )
+
+    def close(self) -> None:  # noqa: D102
+        for session in self.sessions.values():
+            session.close()

@@ -1,0 +1,215 @@
+"""Adapter for the SAM 3.1 ComicApp export (``comicbox/sam3.1-comicapp-onnx``; card only).
+
+Known (../shared/model-contracts.md sections 1 #5 and 6): an image encoder ``[1,3,S,S]``
+(mean = std = 0.5, possibly float16) with four feature levels of which the prompt graphs take the
+first three; a concept prompt graph returning ``pred_logits [1,Q,1]``, ``pred_boxes [1,Q,4]``
+cxcywh normalised, ``pred_masks [1,Q,L,L]`` logits and ``presence_logit [1,1]``; a box prompt
+graph. Unknown: every input name, where the text features come from, the box graph's contract.
+
+So roles are found by introspection: the prompt graphs by those four outputs (the one with
+exemplar-box inputs is the box graph), the encoder as the graph with one 3-channel image input
+and at least three feature-map outputs (levels ordered largest first, the first three fed), the
+language encoder as a graph taking ``tokens`` (0-padded) or ``input_ids`` (49407-padded), and
+each prompt input by :func:`._introspect.classify_inputs`. A layout that does not fit raises
+:class:`LayoutMismatchError` with what was found. Scores are
+``sigmoid(logit) * sigmoid(presence)`` (whether this export folds presence into the logits is
+unknown; section 6 gives a check), with no cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
+from ..errors import CapabilityError, LayoutMismatchError
+from ..graph_info import GraphSignature, TensorInfo
+from ..runtime import LazySession, RuntimeConfig
+from ._common import as_float32, encoder_feed, fixed_dim, spatial_size
+from ._concepts import (
+    EOT,
+    as_declared,
+    cxcywh_to_xyxy,
+    exemplar_slots,
+    missing_graphs,
+    sigmoid,
+    slot_count,
+    token_feed,
+)
+from ._introspect import batch_first, classify_inputs
+
+OUTPUTS = ("pred_logits", "pred_boxes", "pred_masks", "presence_logit")
+WANTED = {
+    "encoder": "one [1,3,S,S] image input -> four feature levels",
+    "language": "tokens or input_ids -> text features",
+}
+
+
+def _levels(sig: GraphSignature) -> list[TensorInfo]:
+    maps = [t for t in sig.outputs if t.rank == 4]
+    return sorted(maps, key=lambda t: -t.shape[-1] if isinstance(t.shape[-1], int) else 0)
+
+
+def find_encoder(graphs: Mapping[str, GraphSignature]) -> GraphSignature | None:
+    """The graph with one ``[1,3,S,S]`` input and at least three rank-4 outputs."""
+    for name in sorted(graphs):
+        g = graphs[name]
+        if (len(g.inputs) == 1 and g.inputs[0].rank == 4 and g.inputs[0].shape[1] == 3
+                and len(_levels(g)) >= 3):
+            return g
+    return None
+
+
+def find_language(graphs: Mapping[str, GraphSignature]) -> GraphSignature | None:
+    """A graph taking ``tokens`` or ``input_ids`` and returning a rank-3 float tensor."""
+    for name in sorted(graphs):
+        g = graphs[name]
+        if g.input_names & {"tokens", "input_ids"} and any(
+                t.rank == 3 and t.dtype.startswith("float") for t in g.outputs):
+            return g
+    return None
+
+
+def _has_boxes(g: GraphSignature) -> bool:
+    return any(t.rank == 3 and t.shape[-1] == 4 for t in g.inputs)
+
+
+class ComicAppAdapter(SamAdapter):
+    """Text (and, through the box graph, exemplar) concept search for SAM 3.1 ComicApp."""
+
+    layout = "comicapp-sam3.1"
+
+    @classmethod
+    def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
+        """Anchor: a graph with ``pred_logits, pred_boxes, pred_masks, presence_logit``."""
+        prompts = [graphs[n] for n in sorted(graphs) if set(OUTPUTS) <= graphs[n].output_names]
+        if not prompts:
+            return None
+        side = next((g for g in prompts if not _has_boxes(g)), prompts[0])
+        box = next((g for g in prompts if _has_boxes(g) and g is not side), None)
+        roles = {"encoder": find_encoder(graphs), "language": find_language(graphs)}
+        missing_graphs(cls.layout, side, roles, WANTED, graphs)
+        return {**roles, "side": side, **({"box": box} if box else {})}  # type: ignore[dict-item]
+
+    def __init__(self, graphs: Mapping[str, GraphSignature], config: RuntimeConfig) -> None:
+        enc, lang = graphs["encoder"], graphs["language"]
+        self.encoder = LazySession(enc.path, config)
+        self.language = LazySession(lang.path, config)
+        self._image = enc.inputs[0]
+        self._levels = _levels(enc)[:3]
+        self._hf = "input_ids" in lang.input_names
+        ids = lang.input("input_ids" if self._hf else "tokens")
+        self._ids_name = ids.name
+        self._context = fixed_dim(ids, 1, self.layout, lang.path.name)
+        self.prompts: dict[str, tuple[LazySession, dict[str, TensorInfo]]] = {}
+        for role in ("side", "box"):
+            if role in graphs:
+                found = classify_inputs(graphs[role], self._levels, self._context, self.layout)
+                self.prompts[role] = (LazySession(graphs[role].path, config), found)
+        width = self.prompts["side"][1]["text_features"].shape[-1]
+        self._text_out = next((t.name for t in lang.outputs if t.rank == 3
+                               and t.shape[-1] == width), None)
+        self._mask_out = next((t.name for t in lang.outputs if t.dtype == "bool"), None)
+        if self._text_out is None or (not self._hf and self._mask_out is None):
+            raise LayoutMismatchError(
+                self.layout, lang.path.name, f"needs a text-feature output of width {width} and "
+                "(for 'tokens') a bool pad mask; found "
+                f"{[(t.name, t.shape) for t in lang.outputs]}")
+        self._exemplar_role = next((r for r in ("box", "side") if r in self.prompts
+                                    and "box_coords" in self.prompts[r][1]), None)
+        caps = {Capability.ENCODE, Capability.TEXT}
+        if self._exemplar_role:
+            caps |= {Capability.EXEMPLARS, Capability.BOXES}
+        self.capabilities = frozenset(caps)
+
+    @property
+    def input_size(self) -> tuple[int, int]:  # noqa: D102
+        return spatial_size(self._image, self.layout, self.encoder.path.name)
+
+    @property
+    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+        sig = self.prompts["side"][0].signature
+        return spatial_size(sig.output("pred_masks"), self.layout, sig.path.name)
+
+    @property
+    def max_exemplars(self) -> int | None:  # noqa: D102
+        if self._exemplar_role is None:
+            return 0
+        info = self.prompts[self._exemplar_role][1]["box_coords"]
+        return slot_count(info, 1 if batch_first(info) else 0)
+
+    @property
+    def context_length(self) -> int:  # noqa: D102
+        return self._context
+
+    def encode(self, rgb: np.ndarray) -> Embedding:
+        """Encode a ``(rows, cols, 3)`` uint8 RGB image; only the first three levels are kept."""
+        feed = encoder_feed(rgb, self._image, self.layout, self.encoder.path.name)
+        out = as_float32(self.encoder.run([t.name for t in self._levels],
+                                          {self._image.name: feed}))
+        return Embedding(out, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
+
+    def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
+        """Run the language encoder; features are kept as ``text [T, C]`` and ``valid [T]``."""
+        ids = token_feed(token_ids, self._context, pad=EOT if self._hf else 0)
+        valid = np.zeros(self._context, bool)
+        valid[: len(token_ids)] = True
+        feeds = {self._ids_name: ids, "attention_mask": valid[None].astype(np.int64)}
+        wanted = [self._text_out] + ([] if self._hf else [self._mask_out])
+        out = self.language.run(wanted, feeds)  # type: ignore[arg-type]
+        feat = np.asarray(out[self._text_out], np.float32)
+        feat = feat[0] if feat.shape[0] == 1 else feat[:, 0]
+        if not self._hf:
+            valid = ~np.asarray(out[self._mask_out]).reshape(-1).astype(bool)
+        return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids),
+                             {"text": feat, "valid": valid})
+
+    def detect(  # noqa: D102
+        self,
+        embedding: Embedding,
+        text: TextEmbedding,
+        boxes_cxcywh: np.ndarray | None = None,
+        box_labels: np.ndarray | None = None,
+    ) -> Detections:
+        given = boxes_cxcywh is not None and len(boxes_cxcywh) > 0
+        if given and self._exemplar_role is None:
+            raise CapabilityError(self.layout, Capability.EXEMPLARS.value)
+        session, roles = self.prompts[self._exemplar_role if given else "side"]  # type: ignore
+        feeds = {roles[f"feature_{i}"].name: as_declared(embedding.features[t.name],
+                                                         roles[f"feature_{i}"])
+                 for i, t in enumerate(self._levels) if f"feature_{i}" in roles}
+        t_info, m_info = roles["text_features"], roles["text_mask"]
+        feat, valid = text.features["text"], text.features["valid"]
+        feeds[t_info.name] = as_declared(feat[None] if batch_first(t_info) else feat[:, None],
+                                         t_info)
+        mask = ~valid if m_info.dtype == "bool" else valid
+        feeds[m_info.name] = as_declared(mask[None] if batch_first(m_info) else mask[:, None],
+                                         m_info)
+        if "box_coords" in roles:
+            slots = slot_count(roles["box_coords"], 1 if batch_first(roles["box_coords"]) else 0)
+            coords, labels, padding = exemplar_slots(boxes_cxcywh, box_labels, slots, self.layout)
+            if "valid" in roles["box_padding"].name.lower():
+                padding = ~padding
+            for role, value in (("box_coords", coords), ("box_labels", labels),
+                                ("box_padding", padding)):
+                info = roles[role]
+                value = value[None] if batch_first(info) else value[:, None]
+                feeds[info.name] = as_declared(value, info)
+        for axis, role in enumerate(("height", "width")):
+            if role in roles:
+                feeds[roles[role].name] = as_declared(embedding.image_shape[axis], roles[role])
+        out = session.run(OUTPUTS, feeds)
+        logits = np.asarray(out["pred_logits"], np.float32).reshape(-1)
+        n = logits.shape[0]
+        return Detections(
+            scores=sigmoid(logits) * sigmoid(np.asarray(out["presence_logit"]).reshape(-1)[0]),
+            boxes=cxcywh_to_xyxy(out["pred_boxes"]).reshape(n, 4),
+            masks=np.asarray(out["pred_masks"], np.float32).reshape(n, *self.mask_size),
+            mask_kind="logits",
+            min_score=0.0,
+        )
+
+    def close(self) -> None:  # noqa: D102
+        for session in (self.encoder, self.language, *(s for s, _ in self.prompts.values())):
+            session.close()

@@ -1,0 +1,140 @@
+"""Adapters for ``wkentaro/sam3-onnx`` v0.3.0 (what osam ships) and v0.6.0 (card only).
+
+Contract (../shared/model-contracts.md sections 1 #7, #9 and 3.2-3.3): encoder, language encoder
+and concept decoder as in :mod:`._wk_family`. The v0.3 decoder has one exemplar slot, v0.6 has 16
+(read from ``box_coords`` dim 0, never assumed). Its outputs are final: ``boxes [N,4]`` xyxy
+normalised, ``scores [N]`` already cut at SAM 3's 0.5 inside the graph (so
+``Detections.min_score = 0.5``), ``masks [N,1,L,L]`` sigmoid probabilities.
+
+A box prompt runs the detector with the text ``"visual"`` and the box as the one positive
+exemplar (as osam does); the engine keeps the detection that overlaps the box. v0.6 adds
+``sam3_point_decoder.onnx`` for clicks (and mask prompts), fed by three extra encoder outputs
+``image_embeddings``, ``high_res_features1``, ``high_res_features2``
+(:mod:`._point_decoder`, names matched tolerantly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..base import Capability, Detections, Embedding, MaskCandidates
+from ..graph_info import GraphSignature
+from ..runtime import LazySession, RuntimeConfig
+from ._concepts import find_graph, missing_graphs
+from ._point_decoder import FEATURES, PointDecoder, looks_like_point_decoder
+from ._wk_family import (
+    FPN,
+    WANTED,
+    WkFamilyAdapter,
+    find_image_encoder,
+    find_language_encoder,
+)
+
+OUTPUTS = ("boxes", "scores", "masks")
+#: The score cut traced into wkentaro's decoders (upstream ``confidence_threshold``).
+BAKED_SCORE_CUT = 0.5
+
+
+def find_final_decoder(graphs: Mapping[str, GraphSignature]) -> GraphSignature | None:
+    """The decoder with final outputs ``boxes, scores, masks`` and exemplar slots.
+
+    Decoders with the ``original_height/width`` inputs of v0.2.0 / legacy samexporter exports
+    are left to their own adapter.
+    """
+    for name in sorted(graphs):
+        g = graphs[name]
+        if (g.output_names == set(OUTPUTS) and "box_coords" in g.input_names
+                and "original_height" not in g.input_names):
+            return g
+    return None
+
+
+class WkentaroV03Adapter(WkFamilyAdapter):
+    """Text, exemplar and box prompts with the three v0.3.0 graphs."""
+
+    layout = "wkentaro-v0.3"
+    decoder_outputs = OUTPUTS
+    mask_output = "masks"
+
+    @classmethod
+    def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
+        """Anchor: the final-output decoder; then the encoder and language encoder must exist."""
+        decoder = find_final_decoder(graphs)
+        if decoder is None:
+            return None
+        roles = {"encoder": find_image_encoder(graphs), "language": find_language_encoder(graphs)}
+        missing_graphs(cls.layout, decoder, roles, WANTED, graphs)
+        return {**roles, "decoder": decoder}  # type: ignore[dict-item]
+
+    def _detections(self, out: Mapping[str, np.ndarray]) -> Detections:
+        scores = np.asarray(out["scores"], np.float32).reshape(-1)
+        n = scores.shape[0]
+        return Detections(
+            scores=scores,
+            boxes=np.asarray(out["boxes"], np.float32).reshape(n, 4),
+            masks=np.asarray(out["masks"], np.float32).reshape(n, *self.mask_size),
+            mask_kind="probabilities",
+            min_score=BAKED_SCORE_CUT,
+        )
+
+
+class WkentaroV06Adapter(WkentaroV03Adapter):
+    """v0.3's concept path with 16 exemplar slots, plus clicks through the point decoder."""
+
+    layout = "wkentaro-v0.6"
+
+    @classmethod
+    def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
+        """Anchor: an encoder giving both ``backbone_fpn_*`` and the point-decoder features."""
+        encoder = find_graph(graphs, ["image"], (*FPN, *FEATURES))
+        if encoder is None:
+            return None
+        decoder = find_final_decoder(graphs)
+        taken = {encoder.path} | ({decoder.path} if decoder else set())
+        points = next((graphs[n] for n in sorted(graphs)
+                       if graphs[n].path not in taken and looks_like_point_decoder(graphs[n])),
+                      None)
+        roles = {"language": find_language_encoder(graphs), "decoder": decoder, "points": points}
+        wanted = {**WANTED, "points": "image_embeddings, high_res_features1/2, point_coords, "
+                                      "point_labels -> iou_predictions, low_res_masks"}
+        missing_graphs(cls.layout, encoder, roles, wanted, graphs)
+        return {"encoder": encoder, **roles}  # type: ignore[dict-item]
+
+    def __init__(self, graphs: Mapping[str, GraphSignature], config: RuntimeConfig) -> None:
+        super().__init__(graphs, config)
+        enc = graphs["encoder"]
+        self.points = PointDecoder(
+            graphs["points"], {f: enc.output(f) for f in FEATURES if f in enc.output_names},
+            self.layout, config,
+        )
+        needed = [f for f in self.points.sources.values() if f not in self._image_names]
+        self._image_names = (*self._image_names, *needed)
+        self.capabilities = self.capabilities | {Capability.CLICKS, Capability.BOXES}
+
+    @property
+    def point_session(self) -> LazySession:
+        """The point decoder's session."""
+        return self.points.session
+
+    @property
+    def accepts_mask_input(self) -> bool:  # noqa: D102
+        return self.points.accepts_mask_input
+
+    def predict_masks(  # noqa: D102
+        self,
+        embedding: Embedding,
+        points_xy: np.ndarray,
+        labels: np.ndarray,
+        mask_input: np.ndarray | None = None,
+    ) -> MaskCandidates:
+        self._require(Capability.CLICKS)
+        if mask_input is not None and not self.accepts_mask_input:
+            raise ValueError(f"the {self.layout} point decoder takes no mask prompt")
+        return self.points.run(embedding.features, points_xy, labels, mask_input,
+                               self.input_size)
+
+    def close(self) -> None:  # noqa: D102
+        super().close()
+        self.points.session.close()
