@@ -141,3 +141,29 @@ def test_commit_without_preview_is_a_message(make_widget, qtbot):
     _viewer, _image, w = make_widget(stack)
     assert w.commit() == []
     assert "no object to commit" in w.status.text()
+
+
+def test_box_plus_clicks_is_one_object_and_neighbours_pre_encode(make_widget, qtbot):
+    stack, truth, centre = blob_stack()
+    viewer, _image, w = make_widget(stack)
+    lay, enc, k = w.session.layers, w.session.encoder, 2
+    w.prefetch.setChecked(True)
+    _show(viewer, k)
+    r, c, rad = centre(k, "B")
+    lay.shapes.add(_rect(k, r - rad - 3, c - rad - 3, r + rad + 3, c + rad + 3),
+                   shape_type="rectangle")
+    settle(qtbot, w.session)
+    boxed = lay.preview.data[k] > 0
+    w.toggle()
+    lay.points.add([k, r, c + 5])  # a negative click inside the box refines the boxed object
+    settle(qtbot, w.session)
+    refined = lay.preview.data[k]
+    assert set(np.unique(refined)) == {0, 1}  # still one object
+    assert (refined > 0).sum() < boxed.sum() - 5 and not refined[r, c + 5]
+    qtbot.waitUntil(lambda: enc.encoder_calls == 3, timeout=3000)  # planes 1 and 3 in the idle
+    _show(viewer, k + 1)
+    w.toggle()  # back to positive
+    lay.points.add([k + 1, *centre(k + 1, "A")[:2]])
+    settle(qtbot, w.session)
+    assert iou(lay.preview.data[k + 1] > 0, truth(k + 1, "A")) > 0.75
+    assert enc.encoder_calls == 3

@@ -23,6 +23,8 @@ PROMPTS_NAME = "SAM prompts"
 BOXES_NAME = "SAM boxes"
 PREVIEW_NAME = "SAM preview"
 OBJECTS_NAME = "SAM objects"
+#: ``layer.metadata`` key naming the image (``unique_id``) and role a prompt layer serves.
+OWNER_KEY = "napari_sam3_onnx_image"
 
 #: Points feature holding each click's polarity.
 FEATURE = "positive"
@@ -85,34 +87,37 @@ def transform_kwargs(image: Image) -> dict:
     }
 
 
-def _matches(layer: Layer, cls: type, name: str, ndim: int) -> bool:
-    return isinstance(layer, cls) and layer.name == name and layer.ndim == ndim
+def _owner(layer: Layer) -> str | None:
+    return layer.metadata.get(OWNER_KEY)
 
 
 def find_or_add(viewer, cls: type, name: str, image: Image, **kwargs) -> Layer:
-    """Reuse the viewer's layer called ``name`` (same type and ndim) or add a new one.
+    """Reuse the image's layer of this role, or add a new one with the image's transform.
 
-    A reused layer takes the image's transform; a new one is created with it. Labels layers must
-    also match the image's shape to be reused.
+    A layer is reused when it was made for this image (tagged in ``metadata``), or when it is
+    an untagged layer called ``name`` of the right type and dimensions (and shape, for Labels).
+    A new layer is called ``name``, or ``"name (image name)"`` if ``name`` is taken.
     """
     shape = plane_shape(image)
+    tag = f"{image.unique_id}/{name}"  # which image, which role
     for layer in viewer.layers:
-        if _matches(layer, cls, name, len(shape)) and (
-            cls is not Labels or tuple(layer.data.shape) == shape
-        ):
+        fits = isinstance(layer, cls) and layer.ndim == len(shape) and (
+            cls is not Labels or tuple(layer.data.shape) == shape)
+        if fits and (_owner(layer) == tag or (_owner(layer) is None and layer.name == name)):
+            layer.metadata = {**layer.metadata, OWNER_KEY: tag}
             for key, value in transform_kwargs(image).items():
                 setattr(layer, key, value)
             return layer
+    if any(layer.name == name for layer in viewer.layers):
+        name = f"{name} ({image.name})"
+    common = {"name": name, "metadata": {OWNER_KEY: tag}, **transform_kwargs(image)}
     if cls is Labels:
         dtype = kwargs.pop("dtype", np.int32)
         # np.zeros is lazily committed by the OS: untouched planes cost no memory.
-        return viewer.add_labels(np.zeros(shape, dtype), name=name, **transform_kwargs(image),
-                                 **kwargs)
+        return viewer.add_labels(np.zeros(shape, dtype), **common, **kwargs)
     if cls is Points:
-        return viewer.add_points(np.empty((0, len(shape))), ndim=len(shape), name=name,
-                                 **transform_kwargs(image), **kwargs)
-    return viewer.add_shapes(None, ndim=len(shape), name=name, **transform_kwargs(image),
-                             **kwargs)
+        return viewer.add_points(np.empty((0, len(shape))), ndim=len(shape), **common, **kwargs)
+    return viewer.add_shapes(None, ndim=len(shape), **common, **kwargs)
 
 
 def style_points(points: Points) -> None:

@@ -36,12 +36,8 @@ class ClickSession:
         ``busy(on, text)`` while a plane is being encoded.
     """
 
-    def __init__(
-        self,
-        viewer,
-        notify: Callable[[str], None] | None = None,
-        busy: Callable[[bool, str], None] | None = None,
-    ) -> None:
+    def __init__(self, viewer, notify: Callable[[str], None] | None = None,
+                 busy: Callable[[bool, str], None] | None = None) -> None:
         self.viewer = viewer
         self.notify = notify or (lambda _msg: None)
         self.busy = busy or (lambda _on, _text: None)
@@ -263,7 +259,8 @@ class ClickSession:
             self._say(f"The image layer '{event.value.name}' was removed; its pending results "
                       "were discarded. Pick another image.")
         elif event.value in (lay.points, lay.shapes):
-            self._say(f"'{event.value.name}' was removed; pick the image again to recreate it.")
+            self._say(f"'{event.value.name}' was removed; choose the image in the widget again "
+                      "to get a new one.")
 
     # ---- helpers ---------------------------------------------------------------------
     def _clear_preview(self) -> None:

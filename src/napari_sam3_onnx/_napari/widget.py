@@ -7,8 +7,11 @@ plane's prompts and preview.
 
 from __future__ import annotations
 
+from functools import partial
+
 from napari.layers import Image, Labels
 from napari.utils.notifications import show_info
+from qtpy.QtCore import QEvent
 from qtpy.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -49,6 +52,7 @@ class ClicksWidget(QWidget):
 
         self.image = QComboBox()
         self.image.currentIndexChanged.connect(lambda _i: self._image_changed())
+        self.image.activated.connect(lambda _i: self._image_changed(force=True))
         self.target = QComboBox()
         self.target.currentIndexChanged.connect(lambda _i: self._target_changed())
         self.positive = QRadioButton("Positive", checked=True)
@@ -97,7 +101,10 @@ class ClicksWidget(QWidget):
         napari_viewer.layers.events.removed.connect(self._refresh_choices)
         napari_viewer.layers.events.moved.connect(self._refresh_choices)
         self._bind_keys(napari_viewer)
-        self.destroyed.connect(self.session.close)
+        self._bound_layers: list = []
+        self._teardown = partial(_teardown, napari_viewer, self.session, self._bound_layers)
+        self._docked = False
+        self.destroyed.connect(self._teardown)
         self._refresh_choices()
 
     # ---- actions ---------------------------------------------------------------------
@@ -117,11 +124,19 @@ class ClicksWidget(QWidget):
         """Load a bundle folder (``toy`` marks the test model clearly in the widget)."""
         self.model.load(folder, toy=toy)
 
+    def event(self, event: QEvent) -> bool:
+        """Tear down when napari takes the widget out of its dock (the dock's close button)."""
+        if event.type() == QEvent.Type.ParentChange:
+            if self.parent() is not None:
+                self._docked = True
+            elif self._docked:
+                self._teardown()
+        return super().event(event)
+
     # ---- wiring ----------------------------------------------------------------------
     def _bind_keys(self, viewer) -> None:
         for key, name in KEYS.items():
             viewer.bind_key(key, getattr(self, name), overwrite=True)
-        self._bound_layers: list = []
 
     def _bind_layer_keys(self) -> None:
         lay = self.session.layers
@@ -169,13 +184,14 @@ class ClicksWidget(QWidget):
             self.target.setCurrentIndex(labels.index(ours.target))
         self.target.blockSignals(False)
 
-    def _image_changed(self) -> None:
+    def _image_changed(self, force: bool = False) -> None:
+        """A new image (or, with ``force``, the same one again: recreate deleted layers)."""
         image = self.image.currentData()
-        if image is self.session.image or self._updating:
+        if (image is self.session.image and not force) or self._updating:
             return
         self._updating = True  # set_image adds layers, which would re-enter here
         try:
-            self.session.set_image(image)
+            self.session.set_image(image, self.target.currentData() if force else None)
         finally:
             self._updating = False
         self._polarity_changed(self.positive.isChecked())
@@ -205,3 +221,11 @@ class ClicksWidget(QWidget):
         if text:
             self.status.setText(text)
         self.viewer.status = text
+
+
+def _teardown(viewer, session, bound_layers: list) -> None:
+    """The widget is gone: stop the session and unbind its keys from the viewer and layers."""
+    session.close()
+    for owner in (viewer, *bound_layers):
+        for key in KEYS:
+            owner.bind_key(key, None)
