@@ -95,11 +95,11 @@ def test_more_than_four_conditioning_slices():
 
 
 def test_closest_conditioning_variants():
-    assert closest_conditioning(5, [1, 9], 4) == ([1, 9], [])
+    assert closest_conditioning(5, [9, 2], 4) == ([2, 9], [])  # nearest first
     assert closest_conditioning(5, [1, 2, 3, 9, 30], 3) == ([3, 9, 2], [1, 30])
     assert closest_conditioning(9, [1, 2, 3, 9, 30], 3) == ([3, 9, 2], [1, 30])  # 9 is "at"
     assert closest_conditioning(5, [1, 2, 3, 9, 30], 3, keep_first=True) == ([1, 3, 9], [2, 30])
-    assert closest_conditioning(5, [9, 1, 2], -1) == ([9, 1, 2], [])
+    assert closest_conditioning(5, [9, 1, 2], -1) == ([2, 1, 9], [])
 
 
 def test_memory_selection_skips_badly_scored_slices():
@@ -123,8 +123,8 @@ def test_static_graph_limits_keep_the_nearest_cond_and_the_previous_slice():
         _add(bank, t)
     sel = bank.select(20, +1)
     assert sel.memory_slices == (10, 19) and sel.memory_rows == (6, 0)
-    assert sel.pointer_slices == (0, 10, 19)  # cond pointers first, then the nearest
-    assert sel.pointer_positions == (20, 10, 1)
+    assert sel.pointer_slices == (10, 0, 19)  # cond pointers first, then the nearest
+    assert sel.pointer_positions == (10, 20, 1)
     _check_pointers(sel)
 
 
@@ -184,3 +184,19 @@ def test_eviction_changes_no_selection_and_bounds_the_bank():
 def test_select_without_a_conditioning_slice_is_refused():
     with pytest.raises(ValueError, match="conditioning"):
         MemoryBank(SAM3, 10).select(3, 1)
+
+
+def test_a_correction_hides_the_old_track_behind_it_for_that_pass_only():
+    bank = MemoryBank(SAM3, 30)
+    _add(bank, 0, cond=True)
+    for t in range(1, 10):
+        _add(bank, t)
+    _add(bank, 10, cond=True)
+    bank.correct_at(10, +1)
+    sel = bank.select(11, +1)
+    assert sel.memory_slices == (10, 0)  # 9..5 were the old view: skipped, not padded
+    assert sel.pointer_slices == (10, 0, 2, 1)
+    assert sel.pointer_positions == (1, 11, 9, 10)
+    assert bank.select(9, +1).memory_slices[-1] == 8  # before the correction: unchanged
+    back = bank.select(2, -1)  # another pass still sees them
+    assert back.memory_slices == (0, 10, 8, 7, 6, 5, 4, 3)

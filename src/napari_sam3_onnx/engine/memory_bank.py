@@ -63,6 +63,7 @@ class MemoryBank:
         self.num_slices = int(num_slices)
         self.cond: dict[int, _Entry] = {}
         self.tracked: dict[int, _Entry] = {}
+        self._barriers: list[tuple[int, int]] = []
         self.peak_memories = self.peak_pointers = self.peak_nbytes = 0
 
     # ---- storage ------------------------------------------------------------------------
@@ -98,9 +99,20 @@ class MemoryBank:
             self.tracked[index] = entry
         self._record_peak()
 
-    def drop_tracked(self) -> None:
-        """Forget every tracked slice (conditioning slices stay)."""
-        self.tracked.clear()
+    def correct_at(self, index: int, sign: int) -> None:
+        """A pass moving in direction ``sign`` reached the correction (seed) slice ``index``.
+
+        SAM's ``clear_non_cond_mem_around_input``: from here on, that pass does not mix the old
+        view of the object with the correction, so its selections beyond ``index`` skip the
+        tracked slices within ``num_maskmem * r`` behind it. Unlike upstream's deletion, the
+        entries stay for other passes (a backward pass keeps the forward memories at its start).
+        """
+        self._barriers.append((int(index), int(sign)))
+
+    def _hidden(self, i: int, index: int, sign: int) -> bool:
+        reach = self.settings.num_maskmem * self.settings.stride
+        return any(s == sign and (index - k) * s > 0 and 0 < (k - i) * s <= reach
+                   for k, s in self._barriers)
 
     @property
     def held_memories(self) -> int:
@@ -136,9 +148,12 @@ class MemoryBank:
         return mem, ptr
 
     # ---- selection ----------------------------------------------------------------------
-    def _lookup(self, index: int, unselected: dict[int, _Entry]) -> _Entry | None:
-        e = self.tracked.get(index)
-        return e if e is not None else unselected.get(index)
+    def _lookup(self, i: int, index: int, sign: int, unselected: dict[int, _Entry]
+                ) -> _Entry | None:
+        e = self.tracked.get(i)
+        if e is not None and self._barriers and self._hidden(i, index, sign):
+            e = None
+        return e if e is not None else unselected.get(i)
 
     def _valid(self, index: int, sign: int) -> list[int]:
         """Memory selection (SAM2Long): nearest well-scored tracked slices, farthest first."""
@@ -150,7 +165,7 @@ class MemoryBank:
         valid: list[int] = []
         for i in scan:
             e = self.tracked.get(i)
-            if e is not None and e.score > s.mf_threshold:
+            if e is not None and e.score > s.mf_threshold and not self._hidden(i, index, sign):
                 valid.insert(0, i)
             if len(valid) >= self.max_ptrs - 1:
                 break
@@ -210,7 +225,7 @@ class MemoryBank:
         rows = [s.num_maskmem - 1] * len(chosen)
         memories = [self.cond[c].memory for c in chosen]
         for prev, row in self._recent(index, sign, valid):
-            e = self._lookup(prev, unselected)
+            e = self._lookup(prev, index, sign, unselected)
             if e is None or e.memory is None:
                 continue
             mem_slices.append(prev)
@@ -221,7 +236,7 @@ class MemoryBank:
         pointers = [self.cond[c].pointer for c in ptr_slices]
         n_cond_ptr = len(ptr_slices)
         for d, t in enumerate(self._pointer_slices(index, sign, valid), start=1):
-            e = self._lookup(t, unselected)
+            e = self._lookup(t, index, sign, unselected)
             if e is None or e.pointer is None:
                 continue
             ptr_slices.append(t)

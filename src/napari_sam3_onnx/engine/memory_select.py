@@ -134,13 +134,15 @@ def closest_conditioning(
 ) -> tuple[list[int], list[int]]:
     """Split conditioning slices into (selected, unselected) for slice ``index``.
 
-    All when there are at most ``limit`` (or ``limit == -1``), in stored order. Otherwise the
-    closest before ``index``, the closest at/after it, then the nearest others (ties in stored
-    order) until ``limit`` (model-contracts 10.4-1).
+    All when there are at most ``limit`` (or ``limit == -1``), nearest first (upstream keeps
+    its insertion order; attention does not depend on the order, but a graph with fewer memory
+    slots than selected slices keeps the first ones). Otherwise, as upstream, the closest
+    before ``index``, the closest at/after it, then the nearest others (ties in stored order)
+    until ``limit`` (model-contracts 10.4-1).
     """
     cond = list(cond)
     if limit == -1 or len(cond) <= limit:
-        return cond, []
+        return sorted(cond, key=lambda t: (abs(t - index), t)), []
     chosen: list[int] = []
     before = [t for t in cond if t < index]
     after = [t for t in cond if t >= index]

@@ -1,0 +1,283 @@
+"""Carry objects slice to slice through z (or t) with SAM 3's video memory.
+
+Order (model-contracts 10.5): every seed slice is decoded and memory-encoded first (conditioning
+slices, no memory). The forward pass starts at the earliest seed slice and runs to the end of the
+range; the backward pass starts at each object's earliest seed slice (at its latest with
+``direction="backward"``) and runs to the start. Both passes write into one memory bank per object,
+keyed by slice, so the backward pass sees the forward pass's memories next to the start. A pass
+that meets another seed slice of an object reuses that slice's output (and revives the object if
+it had stopped). Each slice is encoded once and shared by all objects.
+
+A correction is a re-run with one more seed: the bank starts afresh from the seeds, so every
+tracked slice is recomputed against the new conditioning slices rather than patched
+(embeddings come from the cache, so nothing is encoded twice). When a pass reaches a seed slice
+other than the one the object started from, the rest of that pass ignores the object's tracked
+memories within ``num_maskmem * r`` slices behind it (SAM's ``clear_non_cond_mem_around_input``:
+the old view of the object is not mixed with the correction; SAM 2 deletes them from the bank it
+tracks with, SAM 3 only from its per-object copies). They stay in the bank for the other pass,
+so the backward pass still sees the forward pass's memories at its start, as upstream does.
+
+Bundles without memory graphs fall back to prompt carry-over (``method="carry-over"``): each
+slice is prompted with the previous slice's mask as a box, a positive click at its most interior
+pixel and, where the decoder accepts one, its logits as a mask prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..models.base import Capability, SamAdapter
+from ..models.errors import PromptError
+from .encoding import SliceEncoder, SliceRef
+from .memory_bank import BankSettings, MemoryBank
+from .postprocess import hole_area_for
+from .propagation_types import Direction, ObjectTrack, PropagationResult, Seed, Stop, StopReason
+from .track_steps import (
+    SliceOutput,
+    decode_mask_seed,
+    decode_prompt,
+    mask_prompt,
+    track_with_memory,
+)
+
+__all__ = ["PropagationResult", "Seed", "propagate"]
+NAMES = {1: "forward", -1: "backward"}
+STACK_NEEDED = ("Propagation needs a stack (z or t): this image is 2-D. Open a 3-D (or 4-D) "
+                "image, or segment this slice with clicks instead.")
+
+
+@dataclass
+class _Live:
+    """A live object within one pass."""
+
+    last: int
+    prev: SliceOutput | None  # the last output with a mask (carry-over source)
+    last_present: int | None
+    run: int  # consecutive slices without the object
+
+
+def _live_from(out: SliceOutput, index: int) -> _Live:
+    ok = out.present
+    return _Live(index, out if ok else None, index if ok else None, 0 if ok else 1)
+
+
+def _refs(refs_by_index: Mapping[int, SliceRef] | Sequence[SliceRef]) -> dict[int, SliceRef]:
+    refs = (dict(refs_by_index) if isinstance(refs_by_index, Mapping)
+            else dict(enumerate(refs_by_index)))
+    if len(refs) < 2 or any(len(r.index) == 0 for r in refs.values()):
+        raise PromptError(STACK_NEEDED)
+    return {int(k): v for k, v in refs.items()}
+
+
+def _seeds(seeds: Mapping[int, Seed | Sequence[Seed]], lo: int, hi: int) -> dict[int, list[Seed]]:
+    out: dict[int, list[Seed]] = {}
+    for oid, given in seeds.items():
+        items = [given] if isinstance(given, Seed) else list(given)
+        idx = [s.index for s in items]
+        if not items or len(set(idx)) != len(idx):
+            raise PromptError(f"Object {oid}: give one prompt or mask per seed slice.")
+        if any(not lo <= i < hi for i in idx):
+            raise PromptError(f"Object {oid}: seed slice(s) {idx} lie outside the range "
+                              f"{lo}..{hi - 1}.")
+        out[int(oid)] = sorted(items, key=lambda s: s.index)
+    if not out:
+        raise PromptError("Select at least one object (clicks, a box or a mask) to propagate.")
+    return out
+
+
+def _plan(direction: Direction, conds: dict[int, list[int]]) -> list[tuple[int, int, dict]]:
+    """``(sign, first slice, {object: slices where it starts or revives})`` per pass."""
+    if direction not in ("both", "forward", "backward"):
+        raise ValueError(f"direction must be 'both', 'forward' or 'backward', not {direction!r}")
+    passes = []
+    if direction != "backward":
+        passes.append((1, min(min(c) for c in conds.values()),
+                       {o: set(c) for o, c in conds.items()}))
+    if direction == "both":
+        passes.append((-1, max(min(c) for c in conds.values()),
+                       {o: {min(c)} for o, c in conds.items()}))
+    elif direction == "backward":
+        passes.append((-1, max(max(c) for c in conds.values()),
+                       {o: set(c) for o, c in conds.items()}))
+    return passes
+
+
+def memory_score(out: SliceOutput) -> float:
+    """SAM 3's ``eff_iou_score`` of one object on one slice (memory selection)."""
+    s = out.object_score
+    return (2.0 / (1.0 + np.exp(-s)) - 1.0) * out.iou if s > 0 else 0.0
+
+
+def propagate(
+    adapter: SamAdapter,
+    encoder: SliceEncoder,
+    refs_by_index: Mapping[int, SliceRef] | Sequence[SliceRef],
+    seeds: Mapping[int, Seed | Sequence[Seed]],
+    direction: Direction = "both",
+    index_range: tuple[int, int] | None = None,
+    stop_after_absent: int | None = 2,
+    progress: Callable[[int, int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    on_slice: Callable[[int, dict[int, SliceOutput]], None] | None = None,
+    fill_hole_area: int = 0,
+    keep_outputs: bool = True,
+) -> PropagationResult:
+    """Propagate several objects through a stack.
+
+    Parameters
+    ----------
+    adapter : SamAdapter
+        A bundle with clicks; with :attr:`Capability.MEMORY` it tracks with SAM's memory,
+        otherwise by prompt carry-over.
+    encoder : SliceEncoder
+        Encodes (and caches) slices through ``adapter``.
+    refs_by_index : mapping int -> SliceRef, or sequence of SliceRef
+        The slices along the propagation axis (for 4-D data, the caller picks the axis).
+    seeds : mapping object id -> Seed or sequence of Seed
+        Each object's prompted slices (clicks/box or a mask); several seeds per object are
+        conditioning slices (corrections).
+    direction : {"both", "forward", "backward"}
+        Passes to run (``both``: forward first, then backward, sharing one bank).
+    index_range : (int, int), optional
+        Half-open ``[start, stop)`` range of slices to visit (default: all).
+    stop_after_absent : int or None
+        Stop an object after this many consecutive slices without it (None: never).
+    progress : callable, optional
+        ``(done, total)`` after each slice.
+    cancelled : callable, optional
+        Checked before each slice; True ends the run with the slices done so far.
+    on_slice : callable, optional
+        ``(slice, {object id: SliceOutput})`` once per decoded slice (seed slices included).
+    fill_hole_area : int
+        Hole filling (low-res pixels) on tracked slices' outputs (SAM 3's tracker: 0); seed
+        slices use the click path's rule, memories always get the unfilled logits.
+    keep_outputs : bool
+        Keep every slice's output in the result (False: only ``on_slice`` sees them).
+
+    Returns
+    -------
+    PropagationResult
+
+    Raises
+    ------
+    PromptError
+        A 2-D image, no seeds, a seed outside the range or a bad seed mask.
+    """
+    refs = _refs(refs_by_index)
+    lo, hi = index_range if index_range is not None else (min(refs), max(refs) + 1)
+    lo, hi = max(int(lo), min(refs)), min(int(hi), max(refs) + 1)
+    objs = _seeds(seeds, lo, hi)
+    memory = adapter.has(Capability.MEMORY)
+    settings = BankSettings.from_adapter(adapter) if memory else None
+    click_holes = hole_area_for(adapter.mask_size)
+    calls0 = encoder.encoder_calls
+    result = PropagationResult(
+        "memory" if memory else "carry-over",
+        {o: ObjectTrack(conditioning=tuple(s.index for s in ss)) for o, ss in objs.items()})
+    banks = {o: MemoryBank(settings, max(refs) + 1) for o in objs} if settings else {}
+    result.banks = banks
+    cond_out: dict[int, dict[int, SliceOutput]] = {o: {} for o in objs}
+
+    def record(oid: int, index: int, out: SliceOutput) -> None:
+        if keep_outputs:
+            result.objects[oid].outputs[index] = out
+
+    for index in sorted({s.index for ss in objs.values() for s in ss}):  # conditioning slices
+        emb = encoder.embed(refs[index])
+        outs = {}
+        for oid, ss in objs.items():
+            seed = next((s for s in ss if s.index == index), None)
+            if seed is None:
+                continue
+            out, mem_logits = (
+                decode_prompt(adapter, emb, seed.prompt, click_holes, memory)
+                if seed.prompt is not None else decode_mask_seed(adapter, emb, seed.mask, memory))
+            if memory:
+                frame = adapter.memory_encode(  # type: ignore[attr-defined]
+                    emb, mem_logits, out.object_score, True)
+                banks[oid].add(index, frame, out.pointer, conditioning=True,
+                               score=memory_score(out))
+            cond_out[oid][index] = outs[oid] = out
+            record(oid, index, out)
+        if on_slice is not None:
+            on_slice(index, outs)
+
+    plan = _plan(direction, {o: [s.index for s in ss] for o, ss in objs.items()})
+    spans = [range(start, hi if sign > 0 else lo - 1, sign) for sign, start, _ in plan]
+    total, done = sum(len(r) for r in spans), 0
+    limit = stop_after_absent if stop_after_absent and stop_after_absent > 0 else None
+
+    def track(oid: int, index: int, sign: int, emb, st: _Live) -> SliceOutput | None:
+        if not memory:
+            if st.prev is None:
+                return None
+            logits = st.prev.low_res_logits if adapter.accepts_mask_input else None
+            out, _ = decode_prompt(adapter, emb, mask_prompt(st.prev.mask, logits),
+                                   click_holes, False)
+            return replace(out, conditioning=False, pointer=None)
+        bank = banks[oid]
+        out, mem_logits = track_with_memory(adapter, emb, bank.select(index, sign),
+                                            settings.max_obj_ptrs, fill_hole_area)
+        frame = adapter.memory_encode(emb, mem_logits, out.object_score, False)  # type: ignore
+        bank.add(index, frame, out.pointer, conditioning=False, score=memory_score(out))
+        return out
+
+    for p, ((sign, _start, starts), span) in enumerate(zip(plan, spans, strict=True)):
+        name, live, later = NAMES[sign], {}, plan[p + 1:]
+        iterated, begun = 0, set()
+        for index in span:
+            if cancelled is not None and cancelled():
+                result.cancelled = True
+                for oid, st in live.items():
+                    result.objects[oid].stops[name] = Stop(st.last, "cancelled", st.last_present)
+                live = {}
+                break
+            for oid, where in starts.items():
+                if index in where:
+                    if memory and oid in begun:  # a correction met mid-pass
+                        banks[oid].correct_at(index, sign)
+                    begun.add(oid)
+                    live[oid] = _live_from(cond_out[oid][index], index)
+            if not live and not any((i - index) * sign > 0 for w in starts.values() for i in w):
+                break
+            iterated += 1
+            todo = [o for o in live if index not in cond_out[o]]
+            if todo:
+                emb = encoder.embed(refs[index])
+                outs: dict[int, SliceOutput] = {}
+                for oid in todo:
+                    st = live[oid]
+                    out = track(oid, index, sign, emb, st)
+                    reason: StopReason = "absent"
+                    if out is not None:
+                        outs[oid] = out
+                        record(oid, index, out)
+                        if out.present:
+                            st.prev, st.last_present, st.run = out, index, 0
+                        else:
+                            st.run += 1
+                            reason = "absent" if out.object_score <= 0 else "empty-mask"
+                    st.last = index
+                    if memory:
+                        banks[oid].evict([(index + sign, sign)] + [
+                            (b - s2, s2) for s2, _, w in later for b in w.get(oid, ())])
+                    if out is None or (limit is not None and st.run >= limit):
+                        result.objects[oid].stops[name] = Stop(index, reason, st.last_present)
+                        del live[oid]
+                result.visited.append((index, sign))
+                if on_slice is not None:
+                    on_slice(index, outs)
+            if progress is not None:
+                progress(done + iterated, total)
+        for oid, st in live.items():
+            result.objects[oid].stops[name] = Stop(st.last, "range-end", st.last_present)
+        done += len(span)
+        if result.cancelled:
+            break
+    if progress is not None and not result.cancelled:
+        progress(total, total)
+    result.encoder_calls = encoder.encoder_calls - calls0
+    return result
