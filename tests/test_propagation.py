@@ -207,8 +207,11 @@ def test_propagate_stack_labels_along_a_chosen_axis(bundles, name):
 
 def test_a_long_stack_holds_a_bounded_bank(bundles):
     n, blob = 48, (30.0, 10.0, 0.0, 1.5, 6, range(0, 48))
-    res, _ = run(bundles["pagarcia"], scene(blob, z=n), {1: seed_on(blob, 20)})
+    spy = Spy(bundles["pagarcia"])
+    res, _ = run(spy, scene(blob, z=n), {1: seed_on(blob, 20)})
     bank = res.banks[1]
+    # the backward pass starts next to the forward pass's memories, kept while it ran to 47
+    assert spy.attends[n - 21][0] == [6, 1]  # slice 19: seed 20 and slice 21 (row 1)
     assert res.objects[1].slices == list(range(n))
     mem_bound, ptr_bound = bank.bound(2)
     assert bank.peak_memories <= mem_bound < n // 2

@@ -69,6 +69,8 @@ def _refs(refs_by_index: Mapping[int, SliceRef] | Sequence[SliceRef]) -> dict[in
             else dict(enumerate(refs_by_index)))
     if len(refs) < 2 or any(len(r.index) == 0 for r in refs.values()):
         raise PromptError(STACK_NEEDED)
+    if set(refs) != set(range(min(refs), max(refs) + 1)):
+        raise ValueError("refs_by_index must hold every slice between its first and last index")
     return {int(k): v for k, v in refs.items()}
 
 
@@ -263,7 +265,7 @@ def propagate(
                     st.last = index
                     if memory:
                         banks[oid].evict([(index + sign, sign)] + [
-                            (b - s2, s2) for s2, _, w in later for b in w.get(oid, ())])
+                            (b + s2, s2) for s2, _, w in later for b in w.get(oid, ())])
                     if out is None or (limit is not None and st.run >= limit):
                         result.objects[oid].stops[name] = Stop(index, reason, st.last_present)
                         del live[oid]
