@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ..models.base import SamAdapter
+
 #: SAM 3's tracker values (``build_tracker``; model-contracts 10.1), used only for the settings a
 #: bundle does not publish. ``use_memory_selection`` is True in SAM 3's concept-video model but
 #: False in the interactive tracker; a bundle that says nothing gets the plain section-10.4 rules.
@@ -87,9 +89,9 @@ class BankSettings:
         return cls(**values, defaulted=tuple(defaulted))
 
     @classmethod
-    def from_adapter(cls, adapter: Any) -> BankSettings:
+    def from_adapter(cls, adapter: SamAdapter) -> BankSettings:
         """The bank settings of a memory-capable adapter (its ``memory_settings``)."""
-        return cls.from_memory_settings(getattr(adapter, "memory_settings", None))
+        return cls.from_memory_settings(adapter.memory_settings)
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,7 @@ def propagate(
                 decode_prompt(adapter, emb, seed.prompt, click_holes, memory)
                 if seed.prompt is not None else decode_mask_seed(adapter, emb, seed.mask, memory))
             if memory:
-                frame = adapter.memory_encode(  # type: ignore[attr-defined]
+                frame = adapter.memory_encode(
                     emb, mem_logits, out.object_score, True)
                 banks[oid].add(index, frame, out.pointer, conditioning=True,
                                score=memory_score(out))
@@ -223,7 +223,7 @@ def propagate(
         bank = banks[oid]
         out, mem_logits = track_with_memory(adapter, emb, bank.select(index, sign),
                                             settings.max_obj_ptrs, fill_hole_area)
-        frame = adapter.memory_encode(emb, mem_logits, out.object_score, False)  # type: ignore
+        frame = adapter.memory_encode(emb, mem_logits, out.object_score, False)
         bank.add(index, frame, out.pointer, conditioning=False, score=memory_score(out))
         return out
 

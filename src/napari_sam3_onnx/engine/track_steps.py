@@ -156,7 +156,7 @@ def track_with_memory(
     """
     scale = (max_obj_ptrs - 1) / selection.pointer_norm if selection.pointer_norm > 0 else 1.0
     offsets = [float(p) * scale for p in selection.pointer_positions]
-    conditioned = adapter.memory_attend(  # type: ignore[attr-defined]
+    conditioned = adapter.memory_attend(
         embedding, list(selection.memories), list(selection.memory_rows), selection.pointers,
         offsets)
     cands = adapter.predict_masks(conditioned, np.zeros((0, 2), np.float32),

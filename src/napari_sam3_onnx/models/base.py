@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import CapabilityError
 from .graph_info import GraphSignature
+from .memory import MemoryFrame, MemorySettings
 
 
 class Capability(str, enum.Enum):
@@ -250,6 +251,85 @@ class SamAdapter:
             ``(K,)`` bool or int, 1/True = positive exemplar.
         """
         self._require(Capability.TEXT)
+        raise NotImplementedError
+
+    # ---- memory path (Capability.MEMORY): a tracked slice is memory_attend, then
+    # predict_masks with no points, then memory_encode of the chosen mask --------------------
+
+    #: What the bundle says about the memory bank (None where it says nothing).
+    memory_settings: MemorySettings = MemorySettings()
+
+    def memory_encode(
+        self,
+        embedding: Embedding,
+        mask_logits: np.ndarray,
+        object_score: float,
+        is_mask_from_points: bool,
+    ) -> MemoryFrame:
+        """Run the memory encoder on one decoded slice.
+
+        Parameters
+        ----------
+        embedding : Embedding
+            The slice's embedding; its **raw** top-level feature is used (never
+            ``+ no_mem_embed``, never the conditioned one).
+        mask_logits : numpy.ndarray
+            ``(h, w)`` float32 logits of the chosen mask over the whole model input, at any size
+            (e.g. the 288 x 288 low-res candidate); resized bilinearly (``align_corners=False``)
+            to the graph's mask input (1008 x 1008 in SAM 3).
+        object_score : float
+            The decoder's object-score logit (<= 0: the memory says "object absent").
+        is_mask_from_points : bool
+            True for prompted slices (the graph binarises the mask at logit 0), False for
+            tracked ones (it uses ``sigmoid(logits)``).
+
+        Returns
+        -------
+        MemoryFrame
+            Layout-native features and positional encoding; keep it in the bank unchanged.
+        """
+        self._require(Capability.MEMORY)
+        raise NotImplementedError
+
+    def memory_attend(
+        self,
+        embedding: Embedding,
+        memories: Sequence[MemoryFrame],
+        memory_rows: Sequence[int],
+        pointers: np.ndarray,
+        pointer_offsets: Sequence[float],
+    ) -> Embedding:
+        """Condition a slice's raw feature on the memory bank.
+
+        Parameters
+        ----------
+        embedding : Embedding
+            The slice to track.
+        memories : sequence of MemoryFrame
+            Spatial memories from :meth:`memory_encode`, in upstream order (selected prompted
+            slices first, then recent slices oldest to newest); at least one.
+        memory_rows : sequence of int
+            Temporal row of each memory in ``0 .. num_maskmem - 1``: ``num_maskmem - 1`` for a
+            prompted slice, ``t_rel - 1`` for a slice ``t_rel`` steps back (0 = previous slice).
+        pointers : numpy.ndarray
+            ``(P, C)`` float32 object pointers (``MaskCandidates.extras["object_pointer"]``),
+            prompted slices first; ``P`` may be 0.
+        pointer_offsets : sequence of float
+            ``(P,)`` slice distance of each pointer (>= 0, not normalised).
+
+        Returns
+        -------
+        Embedding
+            The embedding plus the conditioned feature (key :data:`CONDITIONED`); decode it with
+            ``predict_masks`` and no points.
+
+        Raises
+        ------
+        ValueError
+            Inconsistent lengths, rows out of range, or more memories / pointers than the graph
+            takes (:attr:`MemorySettings.max_memories`, :attr:`MemorySettings.max_pointers`).
+        """
+        self._require(Capability.MEMORY)
         raise NotImplementedError
 
     def close(self) -> None:

@@ -77,7 +77,7 @@ def _loose_decoder(g: GraphSignature) -> bool:
             and any("high_res" in n for n in g.output_names))
 
 
-class JaxVideoAdapter(SamAdapter, mem.MemoryOps):
+class JaxVideoAdapter(SamAdapter):
     """Clicks, boxes and video memory with the jax-image-tools four-graph export."""
 
     layout = "jax-video"

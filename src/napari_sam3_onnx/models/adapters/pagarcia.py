@@ -67,7 +67,7 @@ def _attention_rank(sig: GraphSignature) -> tuple[int, int, str]:
     return (1, -dim, sig.path.name) if isinstance(dim, int) else (0, 0, sig.path.name)
 
 
-class PagarciaTrackerAdapter(SamAdapter, mem.MemoryOps):
+class PagarciaTrackerAdapter(SamAdapter):
     """Clicks, boxes and video memory: pagarcia's tracker graphs + the onnx-community encoder."""
 
     layout = "pagarcia-tracker"
