@@ -1,0 +1,157 @@
+"""Encode through an on-disk store: a second-level cache behind the in-memory one.
+
+:class:`StoreBackedEncoder` is a :class:`~.encoding.SliceEncoder` whose misses look in an
+:class:`~.store.EmbeddingStore` before running the image encoder, and whose fresh encodings are
+written there. The widget can thus read a stack that was precomputed elsewhere (a cluster, the
+command line) with no encoding at all, and :func:`precompute` fills a store resumably.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..models.base import Embedding, SamAdapter
+from .cache import EmbeddingCache
+from .encoding import SliceEncoder, SliceRef
+from .slices import extract_plane, plane_to_rgb
+from .store import EmbeddingStore, EntryKey, EntryStatus, fingerprint
+
+
+class StoreBackedEncoder(SliceEncoder):
+    """A :class:`SliceEncoder` that reads and writes an :class:`EmbeddingStore`.
+
+    Parameters
+    ----------
+    adapter : SamAdapter
+        The opened bundle; it must be the bundle ``store.bundle`` describes.
+    store : EmbeddingStore
+        The on-disk store.
+    cache : EmbeddingCache, optional
+        The in-memory cache in front of the store.
+    model_id : Hashable
+        Identity of the bundle in in-memory cache keys.
+    image_name : callable, optional
+        ``ref -> str``: the image's name in the store; default ``str(ref.source)``.
+
+    Notes
+    -----
+    ``encoder_calls`` counts real encoder runs only; a plane found in the store costs a read
+    of the plane (for its fingerprint) and of its features.
+    """
+
+    def __init__(
+        self,
+        adapter: SamAdapter,
+        store: EmbeddingStore,
+        cache: EmbeddingCache | None = None,
+        model_id: Hashable = None,
+        image_name: Callable[[SliceRef], str] | None = None,
+    ) -> None:
+        super().__init__(adapter, cache, model_id)
+        self.store = store
+        self.image_name = image_name or (lambda ref: str(ref.source))
+
+    def entry_key(self, ref: SliceRef, plane: np.ndarray) -> EntryKey:
+        """The store key of a plane already read from ``ref``."""
+        window = None if ref.window is None else (float(ref.window[0]), float(ref.window[1]))
+        return EntryKey(self.image_name(ref), tuple(int(i) for i in ref.index),
+                        fingerprint(plane), window, bool(ref.rgb))
+
+    def _encode(self, ref: SliceRef) -> Embedding:
+        plane = extract_plane(ref.data, ref.index, ref.rgb)
+        key = self.entry_key(ref, plane)
+        stored = self.store.get(key)
+        if stored is not None:
+            return stored
+        return self._encode_and_store(plane, ref, key)
+
+    def _encode_and_store(self, plane: np.ndarray, ref: SliceRef, key: EntryKey) -> Embedding:
+        emb = self.adapter.encode(plane_to_rgb(plane, ref.window, ref.rgb))
+        with self._lock:
+            self.encoder_calls += 1
+        if self.store.mode == "r":
+            return emb
+        return self.store.put(key, emb)
+
+    def ensure(self, ref: SliceRef) -> bool:
+        """Make sure the store holds a valid entry for ``ref``; True if it had to encode.
+
+        Nothing is read from a complete entry and nothing enters the in-memory cache, so a long
+        precompute neither re-reads finished slices nor fills memory.
+        """
+        plane = extract_plane(ref.data, ref.index, ref.rgb)
+        key = self.entry_key(ref, plane)
+        if self.store.status(key) is EntryStatus.COMPLETE:
+            return False
+        self._encode_and_store(plane, ref, key)
+        return True
+
+
+@dataclass
+class PrecomputeReport:
+    """What :func:`precompute` did.
+
+    Attributes
+    ----------
+    encoded : int
+        Slices encoded and written now.
+    skipped : int
+        Slices whose complete, matching entry was already in the store.
+    total : int
+        Slices asked for.
+    """
+
+    encoded: int = 0
+    skipped: int = 0
+    total: int = 0
+
+    @property
+    def done(self) -> int:
+        """Slices finished (encoded or skipped)."""
+        return self.encoded + self.skipped
+
+    def merge(self, other: PrecomputeReport) -> PrecomputeReport:
+        """The sum of two reports."""
+        return PrecomputeReport(self.encoded + other.encoded, self.skipped + other.skipped,
+                                self.total + other.total)
+
+
+def precompute(
+    encoder: StoreBackedEncoder,
+    refs: Sequence[SliceRef],
+    progress: Callable[[int, int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> PrecomputeReport:
+    """Fill the store with the embeddings of ``refs``, skipping complete entries.
+
+    Parameters
+    ----------
+    encoder : StoreBackedEncoder
+        Encoder and store.
+    refs : Sequence[SliceRef]
+        The planes, in order.
+    progress : callable, optional
+        ``progress(done, total)`` after each plane.
+    cancelled : callable, optional
+        Checked before each plane; when it returns True the work stops (finished entries stay,
+        and a later call resumes with the rest).
+
+    Returns
+    -------
+    PrecomputeReport
+        Counts of encoded and skipped planes.
+    """
+    report = PrecomputeReport(total=len(refs))
+    for ref in refs:
+        if cancelled is not None and cancelled():
+            break
+        if encoder.ensure(ref):
+            report.encoded += 1
+        else:
+            report.skipped += 1
+        if progress is not None:
+            progress(report.done, report.total)
+    return report
