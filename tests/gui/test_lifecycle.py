@@ -54,3 +54,30 @@ def test_closing_the_widget_unbinds_keys_and_stops_listening(make_widget, qtbot)
     qtbot.wait(300)
     assert not session.pending and session._running == 0
     assert not np.any(viewer.layers["SAM preview"].data)
+
+
+def test_detector_only_bundle_answers_boxes_and_explains_clicks(make_widget, qtbot, tmp_path):
+    import gzip
+
+    from napari_sam3_onnx.testing.scenes import BLOBS, planted_image
+    from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
+
+    folder = build_wkentaro_v03(tmp_path / "wk03")
+    with gzip.open(folder / "bpe_simple_vocab_16e6.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("#version\n")
+    image = planted_image((60, 90))  # blobs placed for the toy detector's query grid
+    _viewer, _image, w = make_widget(image)
+    w.load_bundle(folder)
+    assert "Boxes only" in w.model.info.text() and w.session.texts is not None
+    lay, blob = w.session.layers, BLOBS[1]
+    lay.shapes.add(np.array([[blob.r0 - 1, blob.c0 - 1], [blob.r0 - 1, blob.c1],
+                             [blob.r1, blob.c1], [blob.r1, blob.c0 - 1]], float),
+                   shape_type="rectangle")
+    settle(qtbot, w.session)
+    preview = lay.preview.data > 0
+    assert preview[blob.r0:blob.r1, blob.c0:blob.c1].mean() > 0.8
+    preview[max(blob.r0 - 3, 0):blob.r1 + 3, blob.c0 - 3:blob.c1 + 3] = False
+    assert not preview.any()
+    lay.points.add([(blob.r0 + blob.r1) / 2, (blob.c0 + blob.c1) / 2])
+    settle(qtbot, w.session)
+    assert "no click decoder" in w.session.messages[-1]

@@ -125,8 +125,9 @@ def test_keys_3d_view_message_and_feedback_logits(make_widget, qtbot, monkeypatc
     viewer, _image, w = make_widget(stack)
     lay, k = w.session.layers, 2
     seen = []
-    real = workers.segment
-    monkeypatch.setattr(workers, "segment", lambda a, e, p: seen.append(p) or real(a, e, p))
+    real = workers.segment_prompt
+    monkeypatch.setattr(workers, "segment_prompt",
+                        lambda a, e, p, t: seen.append(p) or real(a, e, p, t))
     viewer.dims.set_current_step(0, k)
     keys = viewer.window._qt_viewer._key_map_handler
     viewer.layers.selection.active = lay.points

@@ -2,13 +2,13 @@
 
 Usage::
 
-    python -m napari_sam3_onnx._napari.launch                 # pick a model in the widget
-    python -m napari_sam3_onnx._napari.launch --bundle DIR    # load a SAM 3 ONNX bundle
-    python -m napari_sam3_onnx._napari.launch --test-bundle   # toy model, no weights needed
+    python -m napari_sam3_onnx                  # pick a model in the widget
+    python -m napari_sam3_onnx --bundle DIR     # load a SAM 3 ONNX bundle
+    python -m napari_sam3_onnx --test-bundle    # toy model, no weights needed
 
 ``--test-bundle`` writes a tiny hand-made ONNX pair into a temporary folder (it needs the
-``onnx`` package): it outlines bright blobs so the whole workflow can be tried without
-downloading SAM 3. The widget labels it as a toy model.
+``onnx`` package, the ``toy`` extra): it outlines bright blobs so the whole workflow can be
+tried without downloading SAM 3. The widget labels it as a toy model.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ WIDGET = "Clicks and boxes"
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options of the launcher."""
-    parser = argparse.ArgumentParser(prog="python -m napari_sam3_onnx._napari.launch",
+    parser = argparse.ArgumentParser(prog="python -m napari_sam3_onnx",
                                      description=__doc__.split("\n\n")[0])
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--bundle", help="folder with a SAM 3 ONNX bundle to load")

@@ -28,7 +28,9 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
+from ..engine.concepts import TextCache
 from ..engine.encoding import SliceEncoder
+from ..engine.tokenizer import ClipTokenizer
 from ..models.base import Capability, SamAdapter
 from ..models.bundle import open_bundle
 from ..models.errors import Sam3OnnxError
@@ -56,9 +58,19 @@ def build_toy_bundle(folder: Path | None = None) -> Path:
     try:
         from ..testing.hf_tracker import build_hf_tracker
     except ImportError as exc:
-        raise Sam3OnnxError(f"The toy model needs the 'onnx' package ({exc}).") from exc
+        raise Sam3OnnxError(f"The toy model needs the 'onnx' package ({exc}): "
+                            "pip install 'napari-sam3-onnx[toy]'.") from exc
     folder = folder or Path(tempfile.mkdtemp(prefix="sam3-onnx-toy-"))
     return build_hf_tracker(folder)
+
+
+def _detector_texts(adapter: SamAdapter, folder: Path) -> TextCache:
+    """Boxes through the concept detector need its text path (``"visual"``) and tokenizer."""
+    if not (adapter.has(Capability.BOXES) and adapter.has(Capability.TEXT)):
+        caps = ", ".join(sorted(c.value for c in adapter.capabilities))
+        raise Sam3OnnxError(f"The {adapter.layout} bundle cannot answer clicks or boxes "
+                            f"(it can: {caps}). Choose a bundle with a SAM head.")
+    return TextCache(adapter, ClipTokenizer.from_folder(folder))
 
 
 class ModelPanel(QWidget):
@@ -67,7 +79,8 @@ class ModelPanel(QWidget):
     Parameters
     ----------
     on_encoder : callable
-        ``on_encoder(encoder_or_None)`` after every load attempt.
+        ``on_encoder(encoder_or_None, texts_or_None)`` after every load attempt; ``texts`` is
+        the language cache a detector-only bundle needs for boxes (None with a SAM head).
     cache_budget : callable
         ``cache_budget(bytes)`` when the budget changes.
     notify : callable
@@ -124,26 +137,26 @@ class ModelPanel(QWidget):
         text = self.folder.text().strip()
         if not text:
             return None
+        folder = Path(text).expanduser()
         config = RuntimeConfig(providers=self.device.currentText())
         try:
-            adapter = open_bundle(Path(text).expanduser(), config)
-            if not adapter.has(Capability.CLICKS):
-                caps = ", ".join(sorted(c.value for c in adapter.capabilities))
-                raise Sam3OnnxError(f"The {adapter.layout} bundle cannot answer clicks or boxes "
-                                    f"(it can: {caps}). Choose a bundle with a SAM head.")
+            adapter = open_bundle(folder, config)
+            texts = None if adapter.has(Capability.CLICKS) else _detector_texts(adapter, folder)
         except Sam3OnnxError as exc:
             self.adapter, self.toy = None, False
             self.info.setText(f"<b>Not loaded.</b> {exc}")
             self._notify(str(exc))
-            self._on_encoder(None)
+            self._on_encoder(None, None)
             return None
         self.adapter = adapter
         h, w = adapter.input_size
-        note = f"<br><b style='color:orange'>{TOY_NOTE}</b>" if self.toy else ""
+        note = "" if texts is None else "<br>Boxes only: this bundle has no click decoder."
+        if self.toy:
+            note += f"<br><b style='color:orange'>{TOY_NOTE}</b>"
         self.info.setText(f"{adapter.layout}: {h} x {w} input, device {self.device.currentText()}"
                           f"{note}")
-        model_id = (str(Path(text).expanduser().resolve()), adapter.layout)
-        self._on_encoder(SliceEncoder(adapter, model_id=model_id))
+        model_id = (str(folder.resolve()), adapter.layout)
+        self._on_encoder(SliceEncoder(adapter, model_id=model_id), texts)
         return adapter
 
     def load_toy(self) -> None:

@@ -14,6 +14,7 @@ from napari.layers import Image, Labels
 from qtpy.QtCore import QTimer
 
 from ..engine.cache import EmbeddingCache
+from ..engine.concepts import TextCache
 from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
 from ..models.errors import Sam3OnnxError
@@ -43,10 +44,10 @@ class ClickSession:
         self.busy = busy or (lambda _on, _text: None)
         self.cache = EmbeddingCache()
         self.encoder: SliceEncoder | None = None
+        self.texts: TextCache | None = None
         self.layers: layers.PromptLayers | None = None
         self.generation = 0
-        self.overwrite = False
-        self.prefetch = False
+        self.overwrite = self.prefetch = False
         self.messages: list[str] = []
         self._locks = workers.SingleFlight()
         self._versions: dict = {}
@@ -71,11 +72,14 @@ class ClickSession:
         """The image being annotated."""
         return None if self.layers is None else self.layers.image
 
-    def set_encoder(self, encoder: SliceEncoder | None) -> None:
-        """Use another model (its embeddings share this session's cache)."""
+    def set_encoder(self, encoder: SliceEncoder | None, texts: TextCache | None = None) -> None:
+        """Use another model (its embeddings share this session's cache).
+
+        ``texts`` is the language cache of a detector-only bundle (boxes via exemplars).
+        """
         if encoder is not None:
             encoder.cache = self.cache
-        self.encoder = encoder
+        self.encoder, self.texts = encoder, texts
         self._forget()
         self.schedule()
 
@@ -95,11 +99,6 @@ class ClickSession:
         self.viewer.layers.selection.active = points
         points.mode = "add"
         self.schedule()
-
-    def set_target(self, target: Labels) -> None:
-        """Commit into ``target`` from now on."""
-        if self.layers is not None:
-            self.layers.target = target
 
     # ---- the run loop ----------------------------------------------------------------
     def schedule(self, _event=None) -> None:
@@ -140,7 +139,7 @@ class ClickSession:
             self.busy(True, f"Encoding {layers.index_label(lay.image, index)} of "
                             f"'{lay.image.name}' (once per plane)...")
         self._running += 1
-        workers.start(workers.run_job, encoder, job, self._locks,
+        workers.start(workers.run_job, encoder, job, self._locks, self.texts,
                       on_result=self._apply, on_error=self._failed,
                       on_finish=lambda: self._finished(encoding))
 

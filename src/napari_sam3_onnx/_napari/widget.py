@@ -200,8 +200,8 @@ class ClicksWidget(QWidget):
 
     def _target_changed(self) -> None:
         target = self.target.currentData()
-        if target is not None:
-            self.session.set_target(target)
+        if target is not None and self.session.layers is not None:
+            self.session.layers.target = target
 
     def _polarity_changed(self, positive: bool) -> None:
         if self.session.layers is None:

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, replace
 
 from napari.qt.threading import create_worker
 
+from ..engine.concepts import TextCache
+from ..engine.detector_box import segment_prompt
 from ..engine.encoding import SliceEncoder, SliceRef
-from ..engine.interactive import ObjectMask, Prompt, segment
+from ..engine.interactive import ObjectMask, Prompt
 from ..models.errors import PromptError, Sam3OnnxError
 
 log = logging.getLogger(__name__)
@@ -83,14 +85,20 @@ class JobResult:
     problems: list[str] = field(default_factory=list)
 
 
-def run_job(encoder: SliceEncoder, job: Job, locks: SingleFlight) -> JobResult:
-    """Embed the job's plane (from the cache when possible) and segment each object."""
+def run_job(
+    encoder: SliceEncoder, job: Job, locks: SingleFlight, texts: TextCache | None = None
+) -> JobResult:
+    """Embed the job's plane (from the cache when possible) and segment each object.
+
+    ``texts`` lets a detector-only bundle answer boxes (SAM 3's "visual" exemplar path).
+    """
     with locks.hold(encoder.key(job.ref)):
         embedding = encoder.embed(job.ref)
     result = JobResult(job)
     for key, prompt in job.objects:
         try:
-            result.masks.append((key, prompt, segment(encoder.adapter, embedding, prompt)))
+            mask = segment_prompt(encoder.adapter, embedding, prompt, texts)
+            result.masks.append((key, prompt, mask))
         except PromptError as exc:
             result.problems.append(str(exc))
     return result
