@@ -81,3 +81,20 @@ def test_detector_only_bundle_answers_boxes_and_explains_clicks(make_widget, qtb
     lay.points.add([(blob.r0 + blob.r1) / 2, (blob.c0 + blob.c1) / 2])
     settle(qtbot, w.session)
     assert "no click decoder" in w.session.messages[-1]
+
+
+def test_download_menu_lists_the_registry_and_the_toy_model(make_napari_viewer, qtbot):
+    from napari_sam3_onnx._napari.widget import ClicksWidget
+    from napari_sam3_onnx.models.registry import KNOWN_BUNDLES
+
+    viewer = make_napari_viewer()
+    w = ClicksWidget(viewer)
+    viewer.window.add_dock_widget(w)
+    actions = [a for a in w.model.download.menu().actions() if not a.isSeparator()]
+    assert actions[0].text().startswith("Toy test model")
+    assert [a.text() for a in actions[1:]] == [s.title for s in KNOWN_BUNDLES]
+    actions[0].trigger()
+    assert w.session.encoder is not None and "TOY TEST MODEL" in w.model.info.text()
+    w.model.folder.setText(str(w.model.folder.text()) + "-missing")
+    w.model.load()
+    assert w.session.encoder is None and "Not loaded" in w.model.info.text()

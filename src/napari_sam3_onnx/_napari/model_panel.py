@@ -183,11 +183,14 @@ class ModelPanel(QWidget):
             return menu
         menu.addSeparator()
         for spec in KNOWN_BUNDLES:
-            clicks = "clicks" in spec.capabilities
+            caps = set(spec.capabilities)
+            usable = "clicks" in caps or {"boxes", "text"} <= caps
             act = menu.addAction(spec.title, lambda s=spec: self.start_download(s))
-            act.setEnabled(bool(spec.downloadable and clicks))
-            if not clicks:
-                act.setToolTip("No click/box head in this bundle.")
+            act.setEnabled(bool(spec.downloadable and usable))
+            if not usable:
+                act.setToolTip("This bundle cannot answer clicks or boxes.")
+            elif not spec.downloadable:
+                act.setToolTip("Not all files are published; see the Models page.")
         return menu
 
     def start_download(self, spec, token: str | None = None) -> None:
