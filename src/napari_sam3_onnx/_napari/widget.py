@@ -22,12 +22,14 @@ from qtpy.QtWidgets import (
     QProgressBar,
     QPushButton,
     QRadioButton,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from .layers import OBJECTS_NAME, plane_shape, set_polarity
 from .model_panel import ModelPanel
+from .panels import extra_panels
 from .session import ClickSession
 
 KEYS = {"t": "toggle", "c": "commit", "Shift-C": "clear"}
@@ -86,16 +88,25 @@ class ClicksWidget(QWidget):
         help_text = QLabel(
             "Click on an object in 'SAM prompts' (add mode); draw rectangles in 'SAM boxes'. "
             "Only prompts on the plane shown count.", wordWrap=True)
+        clicks_tab = QWidget()
+        clicks = QVBoxLayout(clicks_tab)
+        clicks.addWidget(box)
+        clicks.addWidget(help_text)
+        for w in (self.overwrite, self.prefetch):
+            clicks.addWidget(w)
+        clicks.addLayout(buttons)
+        clicks.addStretch(1)
+        # Further workflows (text search, propagation) share the model, cache and image.
+        self.tabs = QTabWidget()
+        self.tabs.addTab(clicks_tab, "Clicks && boxes")
+        self.panels = {title: make(self) for title, make in extra_panels()}
+        for title, panel in self.panels.items():
+            self.tabs.addTab(panel, title)
         layout = QVBoxLayout(self)
         layout.addWidget(self.model)
-        layout.addWidget(box)
-        layout.addWidget(help_text)
-        for w in (self.overwrite, self.prefetch):
-            layout.addWidget(w)
-        layout.addLayout(buttons)
+        layout.addWidget(self.tabs)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
-        layout.addStretch(1)
 
         napari_viewer.layers.events.inserted.connect(self._refresh_choices)
         napari_viewer.layers.events.removed.connect(self._refresh_choices)

@@ -1,0 +1,22 @@
+"""The workflow tabs docked under the model panel, after "Clicks & boxes".
+
+Each entry is ``(tab title, factory)``; the factory gets the main widget (``host``) and returns a
+QWidget. Through ``host`` a panel reaches what every workflow shares: ``host.viewer``,
+``host.session`` (its ``encoder`` — a SliceEncoder on the shared embedding cache —, ``texts``,
+``image`` and ``layers``), ``host.model`` (the loaded adapter: ``host.model.adapter``) and
+``host._notify`` for messages. Panels import lazily so a missing optional part never breaks the
+main widget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from qtpy.QtWidgets import QWidget
+
+PanelFactory = Callable[[QWidget], QWidget]
+
+
+def extra_panels() -> list[tuple[str, PanelFactory]]:
+    """The workflow tabs, in order."""
+    return []
