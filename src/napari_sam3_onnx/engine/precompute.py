@@ -76,13 +76,21 @@ class StoreBackedEncoder(SliceEncoder):
             return emb
         return self.store.put(key, emb)
 
-    def ensure(self, ref: SliceRef) -> bool:
+    def ensure(self, ref: SliceRef, plane: np.ndarray | None = None) -> bool:
         """Make sure the store holds a valid entry for ``ref``; True if it had to encode.
 
         Nothing is read from a complete entry and nothing enters the in-memory cache, so a long
         precompute neither re-reads finished slices nor fills memory.
+
+        Parameters
+        ----------
+        ref : SliceRef
+            The plane (its ``source`` names the image in the store).
+        plane : numpy.ndarray, optional
+            The plane's pixels if already read (``ref.data`` is then not used).
         """
-        plane = extract_plane(ref.data, ref.index, ref.rgb)
+        if plane is None:
+            plane = extract_plane(ref.data, ref.index, ref.rgb)
         key = self.entry_key(ref, plane)
         if self.store.status(key) is EntryStatus.COMPLETE:
             return False

@@ -71,9 +71,10 @@ class EmbeddingStore:
         The store folder (created if missing, unless ``mode="r"``).
     bundle : BundleTag
         The bundle whose embeddings are read and written; entries of other bundles are refused.
-    precision : {"fp32", "fp16"}
+    precision : {"fp32", "fp16"}, optional
         Storage precision of floating-point features. fp16 halves the size; features are read
-        back in their original dtype, rounded to fp16's 11 significant bits.
+        back in their original dtype, rounded to fp16's 11 significant bits. Default: the
+        precision the store was created with (recorded in its root), fp32 for a new store.
     mode : {"a", "r"}
         ``"a"`` reads and writes, ``"r"`` only reads.
 
@@ -84,17 +85,16 @@ class EmbeddingStore:
     """
 
     def __init__(
-        self, path: Path | str, bundle: BundleTag, precision: str = "fp32", mode: str = "a"
+        self, path: Path | str, bundle: BundleTag, precision: str | None = None, mode: str = "a"
     ) -> None:
         import zarr
 
-        if precision not in PRECISIONS:
+        if precision not in (*PRECISIONS, None):
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         if mode not in ("a", "r"):
             raise ValueError(f"mode must be 'a' or 'r', got {mode!r}")
         self.path = Path(path)
         self.bundle = bundle
-        self.precision = precision
         self.mode = mode
         self.hits = self.misses = self.refused = self.writes = 0
         self._lock = threading.Lock()
@@ -110,13 +110,15 @@ class EmbeddingStore:
             raise StoreError(f"Cannot open {self.path} as a zarr v3 store ({exc}).") from exc
         meta = self._root.attrs.get(ROOT_KEY)
         if meta is None and mode == "a" and not list(self._root.keys()):
-            self._root.attrs[ROOT_KEY] = {"format": FORMAT, "version": VERSION}
+            meta = {"format": FORMAT, "version": VERSION, "precision": precision or "fp32"}
+            self._root.attrs[ROOT_KEY] = meta
         elif not isinstance(meta, Mapping) or meta.get("format") != FORMAT:
             raise StoreError(f"{self.path} is a zarr store but not a napari-sam3-onnx embedding "
                              "store; choose a new folder for --store.")
         elif int(meta.get("version", 0)) > VERSION:
             raise StoreError(f"{self.path} was written by a newer napari-sam3-onnx "
                              f"(format {meta.get('version')}); update the plugin to read it.")
+        self.precision = precision or str(meta.get("precision", "fp32"))
 
     # ---- signatures --------------------------------------------------------------------------
     def signature(self, key: EntryKey) -> dict:

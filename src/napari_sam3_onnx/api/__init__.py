@@ -1,0 +1,197 @@
+"""Headless Python API: SAM 3 through ONNX Runtime on arrays and files, no napari.
+
+Everything works plane by plane, so numpy arrays, dask arrays, zarr arrays and files opened
+with :func:`read_image` (TIFF, ``.npy``, zarr, OME-Zarr) are never loaded whole. Images are
+``(..., rows, cols)`` (or ``(..., rows, cols, 3|4)`` with ``rgb=True``); ``axis`` names the
+slice axis, which is moved to the front (the other axes keep their order); points and boxes are
+``(row, col)`` in slice pixels.
+
+Examples
+--------
+>>> from napari_sam3_onnx import api
+>>> bundle = api.open_bundle("hf-tracker")            # or a folder of .onnx files
+>>> stack = api.read_image("nuclei.tif")              # (z, rows, cols), read lazily
+>>> api.precompute(bundle, stack, "nuclei.zarr", window=(500, 4000))   # encode once
+>>> mask = api.segment(bundle, stack, [[40, 61]], index=(3,), window=(500, 4000),
+...                    store="nuclei.zarr").mask     # (rows, cols) bool, no encoding
+
+The encoder is the slow step (seconds per slice on a CPU); :func:`precompute` writes each
+slice's embedding once into an :class:`~napari_sam3_onnx.engine.store.EmbeddingStore`, and every
+other function takes ``store=`` to read from it (and fill it). Pass ``client=`` (a
+``dask.distributed.Client``) to :func:`precompute` to spread the slices over a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..engine.detector_box import segment_prompt
+from ..engine.encoding import SliceRef
+from ..engine.interactive import ObjectMask, Prompt
+from ..engine.precompute import PrecomputeReport
+from ..engine.precompute import precompute as _precompute_refs
+from ..engine.slices import extract_plane
+from ..engine.store import EmbeddingStore, fingerprint
+from ..models.base import Capability
+from .bundles import Bundle, open_bundle
+from .io import InputError, image_names, parse_slices, planes_view, read_image
+from .jobs import StackJob
+from .propagate import Seed, propagate
+from .text import TextResult, iter_search_text, search_text, table_columns
+
+__all__ = [
+    "Bundle", "EmbeddingStore", "InputError", "PrecomputeReport", "Prompt", "Seed", "StackJob",
+    "TextResult", "encode_stack", "iter_search_text", "make_jobs", "open_bundle", "parse_slices",
+    "precompute", "propagate", "read_image", "search_text", "segment", "table_columns",
+]
+
+StoreLike = EmbeddingStore | Path | str
+
+
+def make_jobs(
+    images, names: Sequence[str] | None = None, axis: int = 0, rgb: bool = False,
+    window: tuple[float, float] | None = None, slices: slice | None = None,
+) -> list[StackJob]:
+    """One :class:`StackJob` per image (an array or a path, or a list of them).
+
+    A :class:`StackJob` in ``images`` is kept as it is (its own axis, window and slices).
+
+    Paths are named in the store by :func:`~.io.image_names` (relative path, no suffix),
+    arrays ``"image"`` (``"image0"``, ``"image1"``, ... for several) unless ``names`` says.
+    """
+    many = isinstance(images, (list, tuple))
+    items = list(images) if many else [images]
+    if names is None:
+        paths = [Path(i) for i in items if isinstance(i, (str, Path))]
+        by_path = dict(zip(paths, image_names(paths), strict=True))
+        names = [by_path[Path(i)] if isinstance(i, (str, Path))
+                 else getattr(i, "image", f"image{n}" if len(items) > 1 else "image")
+                 for n, i in enumerate(items)]
+    if len(names) != len(items):
+        raise ValueError(f"{len(items)} images but {len(names)} names")
+    return [i if isinstance(i, StackJob) else StackJob(i, str(n), axis, rgb, window, slices)
+            for i, n in zip(items, names, strict=True)]
+
+
+def precompute(
+    bundle: Bundle,
+    images,
+    store: StoreLike,
+    *,
+    names: Sequence[str] | None = None,
+    axis: int = 0,
+    rgb: bool = False,
+    window: tuple[float, float] | None = None,
+    slices: slice | None = None,
+    precision: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    client=None,
+) -> PrecomputeReport:
+    """Encode every plane of one or more images into an embedding store, resumably.
+
+    Parameters
+    ----------
+    bundle : Bundle
+        From :func:`open_bundle`.
+    images : array-like or path, or a list of them
+        ``(..., rows, cols[, channels])`` arrays, or image files opened lazily.
+    store : EmbeddingStore or path
+        The zarr store to fill (created if missing).
+    names : sequence of str, optional
+        The images' names in the store (see :func:`make_jobs`).
+    axis, rgb, window, slices
+        Slice axis, colour data, contrast window (use the one you will view the data with) and
+        the positions along the slice axis to encode (default all).
+    precision : {"fp32", "fp16"}, optional
+        Storage precision (default: the store's own, fp32 for a new store).
+    progress : callable, optional
+        ``progress(done, total)`` in planes.
+    cancelled : callable, optional
+        Checked before each plane (single process); True stops, finished entries stay.
+    client : dask.distributed.Client, optional
+        Spread the planes over the cluster's workers (see ``docs/cluster.md``).
+
+    Returns
+    -------
+    PrecomputeReport
+        Planes encoded now and planes skipped because their entry was complete.
+    """
+    jobs = make_jobs(images, names, axis, rgb, window, slices)
+    if client is not None:
+        from .cluster import precompute_on_cluster
+
+        return precompute_on_cluster(client, bundle, jobs, store, precision, progress)
+    encoder = bundle.encoder(bundle.open_store(store, precision))
+    refs = [ref for job in jobs for ref in job.refs()]
+    return _precompute_refs(encoder, refs, progress, cancelled)  # type: ignore[arg-type]
+
+
+def encode_stack(
+    bundle: Bundle, data, store: StoreLike, *, image: str = "image", **options
+) -> PrecomputeReport:
+    """:func:`precompute` for one image named ``image`` (same keyword options)."""
+    return precompute(bundle, data, store, names=[image], **options)
+
+
+def segment(
+    bundle: Bundle,
+    data,
+    points_rc=None,
+    labels=None,
+    box_rc=None,
+    *,
+    index: Sequence[int] = (),
+    axis: int = 0,
+    rgb: bool = False,
+    window: tuple[float, float] | None = None,
+    store: StoreLike | None = None,
+    image: str = "image",
+    mask_logits: np.ndarray | None = None,
+) -> ObjectMask:
+    """Segment one object on one plane from clicks and/or a box.
+
+    Parameters
+    ----------
+    bundle : Bundle
+        A bundle with ``clicks`` (or ``boxes`` with ``text``: a box alone, via the detector).
+    data : array-like
+        A 2-D plane or a stack; the plane is ``data[index]`` after moving ``axis`` first.
+    points_rc : array-like, optional
+        ``(N, 2)`` clicks ``(row, col)`` in slice pixels.
+    labels : array-like, optional
+        ``(N,)`` 1 = positive (default), 0 = negative.
+    box_rc : array-like, optional
+        ``(4,)`` box ``(r0, c0, r1, c1)`` in slice pixels.
+    index : sequence of int
+        Plane index along the leading axes (``()`` for a 2-D image).
+    axis, rgb, window
+        As in :func:`precompute`.
+    store : EmbeddingStore or path, optional
+        Read the plane's embedding from (and write it to) this store.
+    image : str
+        The image's name in the store.
+    mask_logits : numpy.ndarray, optional
+        ``low_res_logits`` of a previous result for this object (refinement).
+
+    Returns
+    -------
+    ObjectMask
+        ``mask`` is ``(rows, cols)`` bool. Embeddings stay in ``bundle.cache`` (keyed by the
+        plane's content), so more prompts on the same plane cost no encoding.
+    """
+    view = planes_view(data, axis, rgb)
+    index = tuple(int(i) for i in index)
+    plane = extract_plane(view, index, rgb)
+    win = None if window is None else (float(window[0]), float(window[1]))
+    ref = SliceRef(view, index, rgb, win, source=image, data_version=fingerprint(plane))
+    st = None if store is None else bundle.open_store(store)
+    emb = bundle.encoder(st, bundle.cache).embed(ref)
+    pts = np.zeros((0, 2)) if points_rc is None else points_rc
+    prompt = Prompt.clicks(pts, labels, box_rc, mask_logits)
+    detector = not bundle.adapter.has(Capability.CLICKS) and bundle.adapter.has(Capability.TEXT)
+    return segment_prompt(bundle.adapter, emb, prompt, bundle.texts if detector else None)
+

@@ -1,0 +1,173 @@
+"""Open a bundle for headless work: by registry id or folder, with its caches and tokenizer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..engine.cache import EmbeddingCache
+from ..engine.concepts import TextCache
+from ..engine.encoding import SliceEncoder, SliceRef
+from ..engine.precompute import StoreBackedEncoder
+from ..engine.store import BundleTag, EmbeddingStore
+from ..engine.tokenizer import ClipTokenizer
+from ..models.base import Capability, SamAdapter
+from ..models.bundle import open_bundle as _open_adapter
+from ..models.errors import ModelFileMissingError
+from ..models.registry import bundle_dir, get_bundle
+from ..models.runtime import RuntimeConfig
+from .io import InputError
+
+
+def resolve_bundle(bundle: str | Path, root: Path | str | None = None) -> Path:
+    """The folder of ``bundle``: an existing folder, or a registry id under the data folder.
+
+    Raises
+    ------
+    InputError
+        ``bundle`` looks like a path but no such folder exists.
+    UnknownBundleError
+        ``bundle`` is neither a folder nor a registered id (a ``KeyError``; lists the ids).
+    ModelFileMissingError
+        A registered bundle that has not been downloaded yet.
+    """
+    path = Path(bundle)
+    if path.is_dir():
+        return path
+    text = str(bundle)
+    if path.exists() or "/" in text or "\\" in text or text.startswith("."):
+        raise InputError(f"No bundle folder at {path}: give a folder holding the bundle's .onnx "
+                         "files, or a bundle id (napari-sam3-onnx list).")
+    spec = get_bundle(text)
+    folder = bundle_dir(spec.id, root)
+    if not folder.is_dir():
+        raise ModelFileMissingError(folder, f"The {spec.id} bundle is not downloaded yet: run "
+                                    f"'napari-sam3-onnx fetch {spec.id}'.")
+    return folder
+
+
+class Bundle:
+    """An opened bundle with what headless work needs around it.
+
+    Parameters
+    ----------
+    adapter : SamAdapter
+        The layout adapter (sessions load lazily).
+    folder : Path
+        The bundle folder.
+    config : RuntimeConfig, optional
+        How the adapter's sessions were created (cluster workers open theirs the same way).
+
+    Attributes
+    ----------
+    tag : BundleTag
+        Identity of the bundle in embedding-store signatures.
+    cache : EmbeddingCache
+        In-memory embeddings reused by :func:`~napari_sam3_onnx.api.segment` calls.
+    """
+
+    def __init__(
+        self, adapter: SamAdapter, folder: Path | str, config: RuntimeConfig | None = None
+    ) -> None:
+        self.adapter = adapter
+        self.folder = Path(folder)
+        self.config = config or RuntimeConfig()
+        self.tag = BundleTag.for_folder(self.folder, adapter.layout)
+        self.cache = EmbeddingCache()
+        self._texts: TextCache | None = None
+
+    @property
+    def id(self) -> str:
+        """The bundle's id (its folder name)."""
+        return self.tag.id
+
+    @property
+    def layout(self) -> str:
+        """The layout id of the adapter."""
+        return self.adapter.layout
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What the bundle can do."""
+        return self.adapter.capabilities
+
+    @property
+    def texts(self) -> TextCache:
+        """Language-encoder outputs per phrase (the tokenizer is read from the folder once)."""
+        if self._texts is None:
+            self.adapter._require(Capability.TEXT)
+            tokenizer = ClipTokenizer.from_folder(self.folder, self.adapter.context_length)
+            self._texts = TextCache(self.adapter, tokenizer)
+        return self._texts
+
+    def open_store(
+        self, path: Path | str | EmbeddingStore, precision: str | None = None, mode: str = "a"
+    ) -> EmbeddingStore:
+        """Open an embedding store for this bundle (``path`` may already be a store).
+
+        Raises
+        ------
+        ValueError
+            ``path`` is a store opened for another bundle.
+        """
+        if isinstance(path, EmbeddingStore):
+            if path.bundle != self.tag:
+                raise ValueError(f"The store was opened for bundle {path.bundle.id!r}, not "
+                                 f"{self.tag.id!r}.")
+            return path
+        return EmbeddingStore(path, self.tag, precision, mode)
+
+    def encoder(
+        self,
+        store: EmbeddingStore | None = None,
+        cache: EmbeddingCache | None = None,
+        image_name: Callable[[SliceRef], str] | None = None,
+    ) -> SliceEncoder:
+        """A slice encoder for this bundle, backed by ``store`` when one is given."""
+        if store is None:
+            return SliceEncoder(self.adapter, cache, model_id=self.tag)
+        return StoreBackedEncoder(self.adapter, store, cache, self.tag, image_name)
+
+    def close(self) -> None:
+        """Release the ONNX sessions."""
+        self.adapter.close()
+
+    def __enter__(self) -> Bundle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        caps = ", ".join(sorted(c.value for c in self.capabilities))
+        return f"Bundle({self.id!r}, layout={self.layout!r}, capabilities=[{caps}])"
+
+
+def open_bundle(
+    bundle: str | Path,
+    providers: str | tuple[str, ...] = "auto",
+    threads: int = 0,
+    root: Path | str | None = None,
+) -> Bundle:
+    """Open a bundle by registry id (downloaded under the data folder) or by folder.
+
+    Parameters
+    ----------
+    bundle : str or Path
+        A registry id such as ``"hf-tracker"`` or a folder of ``.onnx`` files.
+    providers : str or tuple of str
+        ``"auto"`` or execution providers / aliases (``"cpu"``, ``"cuda"``), best first.
+    threads : int
+        Threads per operator (0: onnxruntime's choice, all physical cores).
+    root : Path or str, optional
+        Data folder holding ``models/<id>`` (default ``$NAPARI_SAM3_ONNX_HOME`` or the user
+        cache).
+
+    Returns
+    -------
+    Bundle
+        Recognised from its graphs; weights load on first use.
+    """
+    folder = resolve_bundle(bundle, root)
+    config = RuntimeConfig(providers=providers, intra_op_threads=int(threads))
+    return Bundle(_open_adapter(folder, config), folder, config)

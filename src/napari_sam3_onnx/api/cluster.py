@@ -1,0 +1,200 @@
+"""Precompute on a dask.distributed cluster: one task per slice, written straight to the store.
+
+Imported only when a cluster is asked for (``client=`` in the API, ``--scheduler`` /
+``--workers`` on the command line); a local run never imports dask.distributed.
+
+Each task opens the bundle's ONNX sessions through a per-process cache keyed by the bundle
+folder (so a worker loads the encoder once, however many slices it gets), reads its plane (file
+inputs are re-opened on the worker, so no pixels travel through the scheduler), and writes its
+entry into its own group of the zarr store: slices share no chunk and no metadata file, so
+workers never conflict. The entry's ``complete`` marker is written last, so a task that dies
+half-way leaves an entry that the retry (or the next run) recomputes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..engine.encoding import SliceRef
+from ..engine.precompute import PrecomputeReport, StoreBackedEncoder
+from ..engine.store import BundleTag, EmbeddingStore
+from ..models.bundle import open_bundle as _open_adapter
+from ..models.runtime import RuntimeConfig
+from .bundles import Bundle
+from .jobs import StackJob
+
+#: Attempts after a failed task (a lost worker, a full disk) before the run fails.
+RETRIES = 2
+_CACHE: dict[tuple, object] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What every task of one run shares (small and picklable)."""
+
+    folder: str
+    tag: BundleTag
+    config: RuntimeConfig
+    store: str
+    precision: str
+
+
+def _cached(key: tuple, make: Callable[[], object]):
+    with _LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = make()
+        return _CACHE[key]
+
+
+def worker_encoder(ctx: TaskContext) -> StoreBackedEncoder:
+    """The process's encoder for ``ctx``: sessions and store are opened once per worker."""
+    adapter = _cached(("bundle", ctx.folder, ctx.config),
+                      lambda: _open_adapter(ctx.folder, ctx.config))
+    store = _cached(("store", ctx.store, ctx.tag, ctx.precision),
+                    lambda: EmbeddingStore(ctx.store, ctx.tag, ctx.precision))
+    return _cached(("encoder", ctx), lambda: StoreBackedEncoder(adapter, store))  # type: ignore
+
+
+def encode_slice(ctx: TaskContext, job: StackJob, index: tuple[int, ...], plane=None) -> bool:
+    """Task body: make sure the store holds ``job``'s plane ``index``; True if it encoded it.
+
+    ``plane`` carries the pixels for in-memory images; file images are read on the worker.
+    """
+    encoder = worker_encoder(ctx)
+    if plane is None:
+        view = job.view()
+        return encoder.ensure(job.ref(view, index))
+    window = None if job.window is None else (float(job.window[0]), float(job.window[1]))
+    ref = SliceRef(None, tuple(index), job.rgb, window, source=job.image)
+    return encoder.ensure(ref, np.asarray(plane))
+
+
+def make_client(scheduler: str | None = None, workers: int | None = None,
+                processes: bool = True):
+    """A ``dask.distributed.Client`` for a scheduler address or a new local cluster.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        Address of a running scheduler (``tcp://host:8786``).
+    workers : int, optional
+        Start a ``LocalCluster`` with this many workers, one thread each.
+    processes : bool
+        Local workers are processes (True; one ONNX session each, no GIL sharing) or threads.
+    """
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler:
+        return Client(scheduler)
+    cluster = LocalCluster(n_workers=int(workers or 1), threads_per_worker=1,
+                           processes=processes, dashboard_address=None)
+    return Client(cluster)
+
+
+def close_client(client) -> None:
+    """Close a client and, for a local cluster it started, the cluster."""
+    import logging
+
+    # In-process workers sometimes log a closed-comm traceback at INFO while shutting down.
+    logging.getLogger("distributed.batched").setLevel(logging.WARNING)
+    cluster = getattr(client, "cluster", None)
+    client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+def precompute_on_cluster(
+    client,
+    bundle: Bundle,
+    jobs: Sequence[StackJob],
+    store: EmbeddingStore | Path | str,
+    precision: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    threads: int | None = None,
+    max_in_flight: int | None = None,
+) -> PrecomputeReport:
+    """Fill ``store`` with ``jobs``' planes on the cluster behind ``client``.
+
+    Parameters
+    ----------
+    client : dask.distributed.Client
+        The cluster.
+    bundle : Bundle
+        The bundle (its folder must be readable by every worker at the same path).
+    jobs : sequence of StackJob
+        Images; file images are opened on the workers (shared file system), in-memory ones are
+        sent one plane per task.
+    store : EmbeddingStore or path
+        The zarr store (on a file system every worker can write).
+    precision : {"fp32", "fp16"}, optional
+        Storage precision (default: the store's own).
+    progress : callable, optional
+        ``progress(done, total)`` in planes, as tasks finish.
+    threads : int, optional
+        onnxruntime threads per worker session (default: the bundle's setting, or 1 on a
+        local cluster of one-thread workers).
+    max_in_flight : int, optional
+        Tasks submitted ahead of the finished ones (default 4 per worker thread); bounds the
+        memory held by in-memory planes waiting on the scheduler.
+
+    Returns
+    -------
+    PrecomputeReport
+    """
+    from dask.distributed import as_completed
+
+    st = bundle.open_store(store, precision)
+    st.prepare([job.image for job in jobs])
+    if threads is None:
+        threads = bundle.config.intra_op_threads or 1
+    config = RuntimeConfig(bundle.config.providers, int(threads), bundle.config.cpu_mem_arena,
+                           bundle.config.graph_optimization)
+    ctx = TaskContext(str(Path(bundle.folder).resolve()), st.bundle, config,
+                      str(Path(st.path).resolve()), st.precision)
+    tasks = []
+    for job in jobs:
+        view = job.view()
+        file_job = (StackJob(str(Path(job.data).resolve()), job.image, job.axis, job.rgb,
+                             job.window, job.slices) if job.is_file else None)
+        for index in job.indices(view):
+            tasks.append((file_job, job, view, index))
+    report = PrecomputeReport(total=len(tasks))
+    limit = max_in_flight or 4 * max(1, sum(client.nthreads().values()))
+    pending = iter(tasks)
+
+    def submit(task):
+        file_job, job, view, index = task
+        if file_job is not None:
+            return client.submit(encode_slice, ctx, file_job, index, pure=False,
+                                 retries=RETRIES)
+        plane = np.asarray(view[tuple(index)])
+        light = StackJob(None, job.image, 0, job.rgb, job.window)
+        return client.submit(encode_slice, ctx, light, index, plane, pure=False,
+                             retries=RETRIES)
+
+    live = {submit(t) for _, t in zip(range(limit), pending, strict=False)}
+    running = as_completed(list(live))
+    try:
+        for future in running:
+            live.discard(future)
+            if future.result():
+                report.encoded += 1
+            else:
+                report.skipped += 1
+            if progress is not None:
+                progress(report.done, report.total)
+            nxt = next(pending, None)
+            if nxt is not None:
+                fut = submit(nxt)
+                live.add(fut)
+                running.add(fut)
+    except BaseException:  # a failed task after its retries, or Ctrl+C: stop the rest
+        client.cancel(list(live))
+        raise
+    return report

@@ -1,0 +1,251 @@
+"""Reading image files lazily, plane by plane: TIFF, ``.npy``, zarr and OME-Zarr.
+
+Nothing here loads a whole stack: TIFF is read through tifffile's zarr view, ``.npy`` through a
+memory map and zarr arrays chunk by chunk; :class:`AxisView` moves the slice axis to the front
+without copying. Problems with the input (unreadable file, wrong dimensionality, a slice range
+outside the stack) raise :class:`InputError`, which the command line turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..models.errors import Sam3OnnxError
+
+#: File name endings read as images (a ``.zarr`` folder counts as one file).
+SUFFIXES = (".tif", ".tiff", ".npy", ".zarr")
+
+
+class InputError(Sam3OnnxError, ValueError):
+    """An input image cannot be used: unreadable, wrong dimensionality, bad slice range."""
+
+
+def is_image_path(path: Path) -> bool:
+    """Whether ``path`` is a file (or zarr folder) this module reads."""
+    name = path.name.lower()
+    if path.is_dir():
+        return name.endswith(".zarr") or any((path / m).is_file()
+                                             for m in ("zarr.json", ".zarray", ".zgroup"))
+    return name.endswith(SUFFIXES[:3])
+
+
+def expand_inputs(paths: Iterable[Path | str]) -> list[Path]:
+    """Files named directly, plus every readable image inside each named folder (sorted).
+
+    Raises
+    ------
+    InputError
+        A path does not exist, is not an image, or a folder holds no image.
+    """
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise InputError(f"Input {path} does not exist.")
+        if is_image_path(path):
+            out.append(path)
+        elif path.is_dir():
+            found = sorted(p for p in path.iterdir() if is_image_path(p))
+            if not found:
+                raise InputError(f"Folder {path} holds no {', '.join(SUFFIXES)} image.")
+            out.extend(found)
+        else:
+            raise InputError(f"{path} is not a TIFF, .npy or zarr image ({', '.join(SUFFIXES)}).")
+    return out
+
+
+def image_names(paths: Sequence[Path]) -> list[str]:
+    """Distinct store names for input files: paths relative to their common folder, no suffix."""
+    paths = [Path(p).resolve() for p in paths]
+    if not paths:
+        return []
+    base = paths[0].parent
+    for p in paths[1:]:
+        while base not in p.parents:
+            base = base.parent
+    full = [p.relative_to(base).as_posix().replace("/", "__") for p in paths]
+    short = [re.sub(r"(\.ome)?\.(tiff?|npy|zarr)$", "", n, flags=re.IGNORECASE) for n in full]
+    return [s if short.count(s) == 1 else f for s, f in zip(short, full, strict=True)]
+
+
+def _open_zarr(path: Path):
+    import zarr
+
+    node = zarr.open(str(path), mode="r")
+    if isinstance(node, zarr.Array):
+        return node
+    attrs = node.attrs.asdict()
+    multiscales = attrs.get("multiscales") or attrs.get("ome", {}).get("multiscales")
+    if multiscales:
+        ms = multiscales[0]
+        array = node[ms["datasets"][0]["path"]]
+        axes = [a["name"] if isinstance(a, dict) else str(a) for a in ms.get("axes", [])]
+        drop = [i for i, a in enumerate(axes) if a in ("c", "t") and array.shape[i] == 1]
+        return AxisView(array, drop=drop) if drop else array
+    arrays = sorted(node.array_keys())
+    if len(arrays) == 1:
+        return node[arrays[0]]
+    raise InputError(f"{path} is a zarr group with {len(arrays)} arrays ({', '.join(arrays)}); "
+                     f"name one, e.g. {path / (arrays[0] if arrays else 'ARRAY')}.")
+
+
+def read_image(path: Path | str):
+    """Open an image file lazily.
+
+    Parameters
+    ----------
+    path : Path or str
+        A ``.tif``/``.tiff`` (first series, full resolution), ``.npy``, or a zarr array / group
+        folder (an OME-Zarr image gives its full-resolution level, with singleton ``c`` and
+        ``t`` axes dropped; a group with one array gives that array).
+
+    Returns
+    -------
+    array-like
+        Has ``shape``, ``dtype``, ``ndim`` and numpy-style integer indexing; reading a plane
+        reads only that plane's chunks.
+
+    Raises
+    ------
+    InputError
+        The file is missing, not readable as an image, or of an unsupported kind.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"Input {path} does not exist.")
+    name = path.name.lower()
+    try:
+        if name.endswith(".npy"):
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        if name.endswith((".tif", ".tiff")):
+            import tifffile
+            import zarr
+
+            node = zarr.open(tifffile.imread(path, aszarr=True), mode="r")
+            return node if isinstance(node, zarr.Array) else node["0"]
+        if path.is_dir():
+            return _open_zarr(path)
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(f"Cannot read {path} as an image ({type(exc).__name__}: {exc}).") from exc
+    raise InputError(f"{path} is not a TIFF, .npy or zarr image ({', '.join(SUFFIXES)}).")
+
+
+class AxisView:
+    """A lazy view of an array with its axes reordered and singleton axes dropped.
+
+    Parameters
+    ----------
+    data : array-like
+        numpy, dask, zarr or tifffile-zarr array.
+    order : sequence of int, optional
+        Axes of ``data`` (without ``drop``) in view order; default their original order.
+    drop : sequence of int
+        Singleton axes of ``data`` left out of the view (read at index 0).
+    """
+
+    def __init__(self, data, order: Sequence[int] | None = None, drop: Sequence[int] = ()):
+        self.data = data
+        self.drop = tuple(int(a) for a in drop)
+        kept = [a for a in range(data.ndim) if a not in self.drop]
+        self.order = tuple(kept if order is None else (int(a) for a in order))
+        if sorted(self.order) != kept:
+            raise ValueError(f"order {self.order} must permute axes {kept}")
+        self.shape = tuple(int(data.shape[a]) for a in self.order)
+        self.dtype = np.dtype(data.dtype)
+        self.ndim = len(self.shape)
+
+    def __getitem__(self, key) -> np.ndarray:
+        key = key if isinstance(key, tuple) else (key,)
+        if key == (Ellipsis,) or key == ():
+            key = ()
+        if not all(isinstance(k, (int, np.integer)) for k in key) or len(key) > self.ndim:
+            raise TypeError("AxisView takes integer indices for its leading axes only")
+        full: list = [slice(None)] * self.data.ndim
+        for a in self.drop:
+            full[a] = 0
+        for a, k in zip(self.order, key, strict=False):
+            full[a] = int(k)
+        out = np.asarray(self.data[tuple(full)])
+        rest = self.order[len(key):]
+        return np.transpose(out, np.argsort(np.argsort(rest))) if rest else out
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = self[()]
+        return out if dtype is None else out.astype(dtype)
+
+
+def planes_view(data, axis: int = 0, rgb: bool = False):
+    """``data`` with the slice axis ``axis`` first: ``(n, [m,] rows, cols[, channels])``.
+
+    Raises
+    ------
+    InputError
+        The data is not 2-D to 4-D (3-D to 5-D with ``rgb``), or ``axis`` is not one of its
+        axes (the channel axis of RGB data cannot be the slice axis).
+    """
+    plane_ndim = 3 if rgb else 2
+    ndim = int(data.ndim)
+    kind = "RGB " if rgb else ""
+    if not plane_ndim <= ndim <= plane_ndim + 2:
+        raise InputError(f"Expected a 2-D {kind}image or a stack of them with up to two leading "
+                         f"axes ({plane_ndim}-D to {plane_ndim + 2}-D); got shape "
+                         f"{tuple(data.shape)}.")
+    if rgb and data.shape[-1] not in (3, 4):
+        raise InputError(f"RGB data needs 3 or 4 channels on its last axis; got {data.shape}.")
+    if ndim == plane_ndim:
+        return data
+    last = ndim - 1 if rgb else ndim
+    if not -last <= axis < last:
+        raise InputError(f"--axis {axis} is not an axis of data with shape {tuple(data.shape)}.")
+    axis %= ndim
+    if axis == 0:
+        return data
+    return AxisView(data, order=[axis] + [a for a in range(ndim) if a != axis])
+
+
+def plane_indices(view, rgb: bool = False, slices: slice | None = None) -> list[tuple[int, ...]]:
+    """Indices of the planes of ``view`` (C order), ``slices`` cut along the first axis.
+
+    Raises
+    ------
+    InputError
+        ``slices`` selects nothing.
+    """
+    lead = tuple(int(s) for s in view.shape[: view.ndim - (3 if rgb else 2)])
+    if not lead:
+        return [()]
+    first = range(lead[0])[slices] if slices is not None else range(lead[0])
+    if len(first) == 0:
+        raise InputError(f"The slice range selects no plane of the {lead[0]} along the "
+                         "slice axis.")
+    rest = list(np.ndindex(*lead[1:]))
+    return [(int(z), *map(int, r)) for z in first for r in rest]
+
+
+def parse_slices(text: str | None) -> slice | None:
+    """``"a:b"``, ``"a:"``, ``":b"``, ``"a:b:step"`` or ``"k"`` (one slice) -> a ``slice``.
+
+    Raises
+    ------
+    InputError
+        The text is not of that form.
+    """
+    if text is None or text.strip() in ("", ":"):
+        return None
+    parts = text.strip().split(":")
+    try:
+        nums = [int(p) if p.strip() else None for p in parts]
+    except ValueError:
+        nums = []
+    if not 1 <= len(parts) <= 3 or not nums:
+        raise InputError(f"--slices {text!r}: expected START:STOP (e.g. 0:10) or one index.")
+    if len(nums) == 1:
+        k = nums[0]
+        return slice(k, None if k == -1 else k + 1)
+    return slice(*nums)

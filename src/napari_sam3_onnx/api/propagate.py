@@ -1,0 +1,100 @@
+"""Propagate objects through a stack headlessly, optionally reading an embedding store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..engine.cache import EmbeddingCache
+from ..engine.propagate_stack import LabelWriter, refs_along_axis
+from ..engine.propagation import STACK_NEEDED
+from ..engine.propagation import propagate as _propagate
+from ..engine.propagation_types import Direction, PropagationResult, Seed
+from ..engine.store import EmbeddingStore
+from ..models.errors import PromptError
+from .bundles import Bundle
+from .io import planes_view
+
+__all__ = ["Seed", "propagate"]
+
+
+def propagate(
+    bundle: Bundle,
+    data,
+    seeds: Mapping[int, Seed | Sequence[Seed]],
+    *,
+    axis: int = 0,
+    fixed: Sequence[int] = (),
+    rgb: bool = False,
+    window: tuple[float, float] | None = None,
+    direction: Direction = "both",
+    index_range: tuple[int, int] | None = None,
+    stop_after_absent: int | None = 2,
+    store: EmbeddingStore | Path | str | None = None,
+    image: str = "image",
+    progress: Callable[[int, int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> tuple[np.ndarray, PropagationResult]:
+    """Carry objects from their seed slices through the stack along ``axis``.
+
+    Parameters
+    ----------
+    bundle : Bundle
+        A bundle with ``clicks``; with ``memory`` it tracks with SAM 3's video memory,
+        otherwise each slice is prompted from the previous one (carry-over).
+    data : array-like
+        ``(n, [m,] rows, cols[, channels])`` after moving ``axis`` first.
+    seeds : mapping object id -> Seed or sequence of Seed
+        Object ids (> 0, they become label values) and where each is given:
+        ``Seed.clicks(z, [[row, col]])``, ``Seed.clicks(z, [], box_rc=(r0, c0, r1, c1))`` or
+        ``Seed.from_mask(z, mask)``; ``z`` is the position along ``axis``.
+    axis : int
+        The axis to propagate along (moved to the front).
+    fixed : sequence of int
+        For 4-D data: the index of the other leading axis (e.g. the time point).
+    rgb, window
+        Colour data; contrast window.
+    direction : {"both", "forward", "backward"}
+        Passes to run.
+    index_range : (int, int), optional
+        Half-open range of slices to visit.
+    stop_after_absent : int or None
+        Stop an object after this many slices without it.
+    store : EmbeddingStore or path, optional
+        Read embeddings from (and add new ones to) this store; the slices' store indices are
+        ``(z, *fixed)``, as :func:`~napari_sam3_onnx.api.precompute` writes them.
+    image : str
+        The image's name in the store.
+    progress, cancelled : callable, optional
+        ``progress(done, total)``; ``cancelled()`` True ends the run with what is done.
+
+    Returns
+    -------
+    labels : numpy.ndarray
+        ``(n, rows, cols)`` int32 (0 = background, otherwise the object id).
+    result : PropagationResult
+        How each object's passes ended, the method used and the encoder calls.
+
+    Raises
+    ------
+    PromptError
+        A 2-D image, bad seeds or object ids.
+    """
+    if any(int(oid) <= 0 for oid in seeds):
+        raise PromptError("Object ids must be positive integers (they become label values).")
+    view = planes_view(data, axis, rgb)
+    if view.ndim - (3 if rgb else 2) < 1:
+        raise PromptError(STACK_NEEDED)
+    win = None if window is None else (float(window[0]), float(window[1]))
+    refs = refs_along_axis(view, 0, fixed, rgb, win, source=image)
+    if len(refs) < 2:
+        raise PromptError(STACK_NEEDED)
+    labels = np.zeros((len(refs), *refs[0].plane_shape), np.int32)
+    st = None if store is None else bundle.open_store(store)
+    encoder = bundle.encoder(st, EmbeddingCache())
+    result = _propagate(bundle.adapter, encoder, refs, seeds, direction, index_range,
+                        stop_after_absent, progress, cancelled, on_slice=LabelWriter(labels),
+                        keep_outputs=False)
+    return labels, result

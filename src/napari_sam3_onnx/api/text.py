@@ -1,0 +1,177 @@
+"""Text concept search over an image, slice by slice: labels and a table of instances."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..engine.cache import EmbeddingCache
+from ..engine.concepts import DEFAULT_FLOOR, SliceResult, parse_concepts, search_slice
+from ..engine.store import EmbeddingStore
+from .bundles import Bundle
+from .jobs import StackJob
+
+#: Table columns before the ``index_<k>`` columns (one per leading axis of the image).
+INSTANCE_COLUMNS = ("label", "concept", "score", "area_px")
+BOX_COLUMNS = ("bbox_row0", "bbox_col0", "bbox_row1", "bbox_col1")
+
+
+def table_columns(n_lead: int) -> list[str]:
+    """Table columns for an image with ``n_lead`` leading axes (0 for a 2-D image).
+
+    ``label`` is the instance's value in the labels array, ``score`` SAM 3's detection score in
+    [0, 1], ``area_px`` its pixel count, ``index_0`` its position along the slice axis (then the
+    other leading axes), and the bounding box holds the first and last row and column it covers.
+    """
+    return [*INSTANCE_COLUMNS, *(f"index_{k}" for k in range(n_lead)), *BOX_COLUMNS]
+
+
+def table_rows(result: SliceResult) -> list[dict]:
+    """One row per instance of a slice result, keyed by :func:`table_columns`."""
+    rows = []
+    for inst in result.instances:
+        row = {"label": inst.id, "concept": inst.concept, "score": round(inst.score, 6),
+               "area_px": inst.area}
+        row.update({f"index_{k}": int(i) for k, i in enumerate(inst.index)})
+        row.update({c: int(v) for c, v in zip(BOX_COLUMNS, inst.box_rc, strict=True)})
+        rows.append(row)
+    return rows
+
+
+@dataclass
+class TextResult:
+    """Labels and instances of a text search.
+
+    Attributes
+    ----------
+    labels : array-like
+        ``(n, [m,] rows, cols)`` int32 (the image's shape with the slice axis first, no channel
+        axis); 0 = background, zeros on slices that were not searched.
+    rows : list of dict
+        One row per instance (see :func:`table_columns`).
+    searched : int
+        Slices searched (fewer than asked when cancelled).
+    """
+
+    labels: object
+    rows: list[dict] = field(default_factory=list)
+    searched: int = 0
+
+
+def _phrases(concepts: str | Sequence[str]) -> list[str]:
+    if isinstance(concepts, str):
+        return parse_concepts(concepts)
+    return parse_concepts(",".join(concepts))
+
+
+def iter_search_text(
+    bundle: Bundle,
+    data,
+    concepts: str | Sequence[str],
+    *,
+    floor: float = DEFAULT_FLOOR,
+    axis: int = 0,
+    rgb: bool = False,
+    window: tuple[float, float] | None = None,
+    slices: slice | None = None,
+    store: EmbeddingStore | Path | str | None = None,
+    image: str = "image",
+    min_area: int = 0,
+    fill_holes: bool = False,
+    first_id: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Iterator[tuple[tuple[int, ...], SliceResult]]:
+    """Search slice after slice, yielding ``(index, SliceResult)`` as each one finishes.
+
+    Ids are unique over the whole run. Only one slice's data, embedding and labels are in
+    memory at a time. The language encoder runs once per phrase (cached in ``bundle.texts``).
+    See :func:`search_text` for the parameters.
+    """
+    phrases = _phrases(concepts)
+    texts = bundle.texts
+    job = StackJob(data, image, axis, rgb, window, slices)
+    view = job.view()
+    indices = job.indices(view)
+    st = None if store is None else bundle.open_store(store)
+    encoder = bundle.encoder(st, EmbeddingCache(budget_bytes=0))
+    next_id = int(first_id)
+    for n, index in enumerate(indices):
+        if cancelled is not None and cancelled():
+            return
+        emb = encoder.embed(job.ref(view, index))
+        res = search_slice(bundle.adapter, emb, phrases, texts, floor, None, min_area,
+                           fill_holes, next_id, index)
+        next_id += len(res.instances)
+        if progress is not None:
+            progress(n + 1, len(indices))
+        yield index, res
+
+
+def search_text(
+    bundle: Bundle,
+    data,
+    concepts: str | Sequence[str],
+    *,
+    floor: float = DEFAULT_FLOOR,
+    axis: int = 0,
+    rgb: bool = False,
+    window: tuple[float, float] | None = None,
+    slices: slice | None = None,
+    store: EmbeddingStore | Path | str | None = None,
+    image: str = "image",
+    min_area: int = 0,
+    fill_holes: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    out=None,
+) -> TextResult:
+    """Find every instance of each concept on every (selected) slice of an image.
+
+    Parameters
+    ----------
+    bundle : Bundle
+        A bundle with the ``text`` capability and a tokenizer file in its folder.
+    data : array-like or path
+        ``(..., rows, cols[, channels])`` image.
+    concepts : str or sequence of str
+        ``"nucleus, cell"`` or ``["nucleus", "cell"]``; each phrase is its own class.
+    floor : float
+        Keep instances scoring above it (SAM 3 uses 0.5).
+    axis, rgb, window, slices
+        Slice axis, colour data, contrast window and positions along the slice axis.
+    store : EmbeddingStore or path, optional
+        Read embeddings from (and add new ones to) this store.
+    image : str
+        The image's name in the store.
+    min_area : int
+        Drop instances with fewer pixels.
+    fill_holes : bool
+        Fill holes inside instances.
+    progress, cancelled : callable, optional
+        ``progress(done, total)``; ``cancelled()`` True stops after the current slice.
+    out : array-like, optional
+        Where to write the labels (e.g. a zarr array), shaped like
+        :attr:`TextResult.labels`; default a new int32 numpy array.
+
+    Returns
+    -------
+    TextResult
+        Labels, one table row per instance, and the number of slices searched.
+    """
+    view = StackJob(data, image, axis, rgb).view()
+    shape = tuple(view.shape[:-1] if rgb else view.shape)
+    labels = np.zeros(shape, np.int32) if out is None else out
+    result = TextResult(labels)
+    for index, res in iter_search_text(
+        bundle, data, concepts, floor=floor, axis=axis, rgb=rgb, window=window, slices=slices,
+        store=store, image=image, min_area=min_area, fill_holes=fill_holes, progress=progress,
+        cancelled=cancelled,
+    ):
+        labels[index] = res.labels
+        result.rows.extend(table_rows(res))
+        result.searched += 1
+    return result
