@@ -1,0 +1,102 @@
+"""Precompute on a local dask.distributed cluster: same bytes as one process, retries are safe."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tifffile
+
+from conftest import blob_image
+from napari_sam3_onnx import api
+from napari_sam3_onnx.api import cluster
+from napari_sam3_onnx.cli import main
+from napari_sam3_onnx.engine.store import ENTRY_KEY, EmbeddingStore
+
+pytest.importorskip("distributed")
+N = 6
+
+
+def stack():
+    """uint16 planes that all differ (a blob walks right and brightens with z)."""
+    return np.stack([blob_image((60, 90), ((20 + z, 12 + 11 * z, 6),), value=900 + 350 * z,
+                                dtype=np.uint16) for z in range(N)])
+
+
+@pytest.fixture(scope="module")
+def tif(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dask") / "walk.tif"
+    tifffile.imwrite(path, stack(), photometric="minisblack")
+    return path
+
+
+def files(store):
+    """Every file of a store, relative path -> bytes."""
+    return {p.relative_to(store).as_posix(): p.read_bytes()
+            for p in sorted(store.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def single(hf_bundle, tif, tmp_path_factory):
+    """The store written by one process, no dask."""
+    out = tmp_path_factory.mktemp("single") / "s.zarr"
+    assert main(["precompute", str(hf_bundle), str(tif), "--store", str(out), "--fp16",
+                 "--window", "0", "3000"]) == 0
+    return files(out)
+
+
+@pytest.mark.slow
+def test_two_worker_processes_write_the_same_bytes(hf_bundle, tif, single, tmp_path):
+    client = cluster.make_client(workers=2, processes=True)
+    try:
+        bundle = api.open_bundle(hf_bundle)
+        seen = []
+        report = api.precompute(bundle, tif, tmp_path / "d.zarr", precision="fp16",
+                                window=(0, 3000), client=client,
+                                progress=lambda d, t: seen.append(d))
+        assert (report.encoded, report.skipped) == (N, 0) and sorted(seen) == list(range(1, 7))
+        assert files(tmp_path / "d.zarr") == single
+        # each worker process opened the bundle's sessions once, however many slices it got
+        opened = client.run(lambda: sum(k[0] == "bundle" for k in cluster._CACHE))
+        assert sorted(opened.values()) == [1, 1]
+        again = api.precompute(bundle, tif, tmp_path / "d.zarr", window=(0, 3000),
+                               client=client)
+        assert (again.encoded, again.skipped) == (0, N)
+    finally:
+        cluster.close_client(client)
+
+
+def test_a_failed_task_is_retried_without_corrupting_the_store(
+        hf_bundle, tif, single, tmp_path, monkeypatch, capsys):
+    real_put = EmbeddingStore.put
+    failed = []
+
+    def crash_once_after_writing(self, key, embedding):
+        out = real_put(self, key, embedding)
+        if key.index == (3,) and not failed:
+            failed.append(key)  # the arrays are on disk, the marker is not: a half entry
+            self._root[key.path].attrs[ENTRY_KEY] = {
+                **self._root[key.path].attrs[ENTRY_KEY], "complete": False}
+            raise OSError("worker lost mid-write")
+        return out
+
+    monkeypatch.setattr(EmbeddingStore, "put", crash_once_after_writing)
+    code = main(["precompute", str(hf_bundle), str(tif), "--store", str(tmp_path / "r.zarr"),
+                 "--fp16", "--window", "0", "3000", "--workers", "2", "--no-processes"])
+    out = capsys.readouterr().out
+    assert code == 0 and failed and f"encoded {N}, skipped 0" in out
+    assert files(tmp_path / "r.zarr") == single
+
+
+def test_in_memory_planes_travel_to_the_workers(hf_bundle, tmp_path):
+    data = stack()
+    bundle = api.open_bundle(hf_bundle)
+    local = api.encode_stack(bundle, data, tmp_path / "a.zarr", image="walk", window=(0, 3000))
+    client = cluster.make_client(workers=2, processes=False)
+    try:
+        spread = api.encode_stack(bundle, data, tmp_path / "b.zarr", image="walk",
+                                  window=(0, 3000), client=client, slices=slice(1, None))
+    finally:
+        cluster.close_client(client)
+    assert (local.encoded, spread.encoded) == (N, N - 1)
+    a, b = files(tmp_path / "a.zarr"), files(tmp_path / "b.zarr")
+    assert {k: v for k, v in a.items() if "/00000" not in k} == b
