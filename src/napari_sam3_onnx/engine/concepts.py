@@ -22,7 +22,7 @@ from scipy import ndimage
 from ..models.base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
 from ..models.errors import PromptError
 from . import coords
-from .postprocess import upsample_logits
+from .postprocess import logits_to_mask, upsample_crop
 from .tokenizer import ClipTokenizer
 
 #: SAM 3's literal text for exemplar-only (geometry) prompts.
@@ -126,13 +126,15 @@ class SliceResult:
     instances: list[Instance] = field(default_factory=list)
 
 
+def _threshold(det: Detections) -> float:
+    return 0.0 if det.mask_kind == "logits" else 0.5
+
+
 def binary_masks(det: Detections, shape: tuple[int, int]) -> np.ndarray:
     """``(N, rows, cols)`` bool masks of detections, upsampled to ``shape``."""
     out = np.zeros((len(det), *shape), dtype=bool)
-    threshold = 0.0 if det.mask_kind == "logits" else 0.5
     for i in range(len(det)):
-        m = det.masks[i].astype(np.float32)
-        out[i] = upsample_logits(m, shape) > threshold
+        out[i] = logits_to_mask(det.masks[i].astype(np.float32), shape, _threshold(det))
     return out
 
 
@@ -183,37 +185,48 @@ def search_slice(
     if exemplars is not None and len(exemplars.boxes_rc):
         boxes, labels = exemplars.to_model(shape)
     phrases = list(concepts) or [VISUAL]
-    cand_masks, cand_scores, cand_concepts = [], [], []
+    # Candidates in phrase, then detection order: (score, phrase, (window, bool crop) or None).
+    # Masks are upsampled only where they can be on (postprocess.upsample_crop), and overlaps
+    # are resolved in those windows: nothing here costs a full slice per instance.
+    cands: list[tuple[float, str, tuple | None]] = []
     for phrase in phrases:
         det = adapter.detect(embedding, texts.get(phrase), boxes, labels)
-        keep = det.scores > floor
-        if not keep.any():
-            continue
-        kept = Detections(det.scores[keep], det.boxes[keep], det.masks[keep], det.mask_kind)
-        cand_masks.append(binary_masks(kept, shape))
-        cand_scores.append(kept.scores)
-        cand_concepts += [phrase] * int(keep.sum())
+        for i in np.flatnonzero(det.scores > floor):
+            hit = upsample_crop(det.masks[i].astype(np.float32), shape, _threshold(det))
+            cands.append((float(det.scores[i]), phrase, hit))
     out = np.zeros(shape, np.int32)
     result = SliceResult(out)
-    if not cand_concepts:
+    if not cands:
         return result
-    masks = np.concatenate(cand_masks)
-    scores = np.concatenate(cand_scores).astype(np.float64)
-    # Each pixel goes to the highest-scoring instance that covers it.
-    owner = np.where(masks.any(axis=0), np.argmax(masks * (scores[:, None, None] + 1.0), 0), -1)
+    scores = np.array([c[0] for c in cands], np.float64)
+    windows = [(slice(h[0][0], h[0][1]), slice(h[0][2], h[0][3])) if h else None
+               for _, _, h in cands]
+    covered = np.zeros(shape, bool)  # pixels of any candidate (hole filling may not take them)
+    if fill_holes:
+        for (_, _, hit), win in zip(cands, windows, strict=True):
+            if hit is not None:
+                covered[win] |= hit[1]
+    # Each pixel goes to the highest-scoring instance that covers it (ties: the earlier one).
+    claimed = np.zeros(shape, bool)
     next_id = first_id
     for i in np.argsort(-scores, kind="stable"):
-        mine = owner == i
-        if fill_holes:
-            mine = ndimage.binary_fill_holes(mine) & ((owner == i) | (owner == -1))
+        hit, win = cands[i][2], windows[i]
+        if hit is None:
+            continue
+        mine = hit[1] & ~claimed[win]
+        claimed[win] |= hit[1]
+        if fill_holes:  # in the window: a hole never reaches past the mask's own extent
+            mine = ndimage.binary_fill_holes(mine) & (mine | ~covered[win])
         area = int(mine.sum())
         if area == 0 or area < min_area:
             continue
-        out[mine] = next_id
+        out[win][mine] = next_id
         rr, cc = np.nonzero(mine)
+        r0, c0 = win[0].start, win[1].start
         result.instances.append(
-            Instance(next_id, cand_concepts[i], float(scores[i]), area, tuple(index),
-                     (float(rr.min()), float(cc.min()), float(rr.max()), float(cc.max())))
+            Instance(next_id, cands[i][1], float(scores[i]), area, tuple(index),
+                     (float(rr.min() + r0), float(cc.min() + c0), float(rr.max() + r0),
+                      float(cc.max() + c0)))
         )
         next_id += 1
     return result

@@ -14,7 +14,7 @@ from ..models.errors import CapabilityError, PromptError
 from . import coords
 from .concepts import VISUAL, TextCache
 from .interactive import ObjectMask, Prompt, segment
-from .postprocess import upsample_logits
+from .postprocess import logits_to_mask
 
 
 def box_iou_xyxy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -79,7 +79,7 @@ def segment_box_with_detector(
     if ious[k] <= 0:
         return nothing
     low = _as_logits(det.masks[k], det.mask_kind)
-    mask = upsample_logits(low, shape) > 0
+    mask = logits_to_mask(low, shape)
     return ObjectMask(mask, low, float(det.scores[k]), float(det.scores[k]), k)
 
 

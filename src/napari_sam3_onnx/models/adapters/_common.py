@@ -73,8 +73,11 @@ def encoder_feed(rgb: np.ndarray, info: TensorInfo, layout: str, graph: str) -> 
     if info.rank == 3 and info.dtype == "uint8":
         return chw
     if info.rank == 4 and info.dtype in ("float32", "float16"):
-        x = (chw.astype(np.float32) / 255.0 - SAM3_MEAN) / SAM3_STD
-        return x[None].astype(np.float16 if info.dtype == "float16" else np.float32)
+        x = chw.astype(np.float32)  # normalised in place: the same values, no extra copies
+        x /= 255.0
+        x -= SAM3_MEAN
+        x /= SAM3_STD
+        return x[None] if info.dtype == "float32" else x[None].astype(np.float16)
     raise LayoutMismatchError(
         layout, graph, f"unexpected encoder input {info.name}: {info.dtype} rank {info.rank}"
     )
