@@ -100,3 +100,16 @@ def test_in_memory_planes_travel_to_the_workers(hf_bundle, tmp_path):
     assert (local.encoded, spread.encoded) == (N, N - 1)
     a, b = files(tmp_path / "a.zarr"), files(tmp_path / "b.zarr")
     assert {k: v for k, v in a.items() if "/00000" not in k} == b
+
+
+def test_a_task_that_always_fails_is_a_clear_error(hf_bundle, tif, tmp_path, monkeypatch,
+                                                    capsys):
+    def broken(self, key, embedding):
+        raise RuntimeError("no space left on device")
+
+    monkeypatch.setattr(EmbeddingStore, "put", broken)
+    code = main(["precompute", str(hf_bundle), str(tif), "--store", str(tmp_path / "x.zarr"),
+                 "--workers", "1", "--no-processes"])
+    err = capsys.readouterr().err
+    assert code == 1 and "failed 3 times (RuntimeError: no space left" in err
+    assert "run the same command again" in err and "Traceback" not in err

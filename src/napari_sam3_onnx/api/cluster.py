@@ -24,6 +24,7 @@ from ..engine.encoding import SliceRef
 from ..engine.precompute import PrecomputeReport, StoreBackedEncoder
 from ..engine.store import BundleTag, EmbeddingStore
 from ..models.bundle import open_bundle as _open_adapter
+from ..models.errors import Sam3OnnxError
 from ..models.runtime import RuntimeConfig
 from .bundles import Bundle
 from .jobs import StackJob
@@ -194,7 +195,17 @@ def precompute_on_cluster(
                 fut = submit(nxt)
                 live.add(fut)
                 running.add(fut)
-    except BaseException:  # a failed task after its retries, or Ctrl+C: stop the rest
+    except BaseException as exc:  # a failed task after its retries, or Ctrl+C: stop the rest
         client.cancel(list(live))
-        raise
+        if isinstance(exc, (Sam3OnnxError, KeyboardInterrupt)) or not isinstance(exc, Exception):
+            raise
+        raise ClusterTaskError(
+            f"A cluster task failed {RETRIES + 1} times ({type(exc).__name__}: {exc}). "
+            f"{report.done} of {report.total} slices are done and kept; fix the cause (worker "
+            "memory, paths every worker can read) and run the same command again to resume."
+        ) from exc
     return report
+
+
+class ClusterTaskError(Sam3OnnxError):
+    """A slice's task failed on every attempt (a lost worker, out of memory, an unreadable path)."""
