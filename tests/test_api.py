@@ -129,3 +129,20 @@ def test_propagate_through_the_api(tmp_path):
     assert result.encoder_calls == 0  # every slice came from the store
     with pytest.raises(PromptError):
         api.propagate(bundle, data[0], {1: api.Seed.clicks(0, [[30, 15]])})
+
+
+def test_a_dask_stack_is_read_plane_by_plane(hf, tmp_path):
+    da = pytest.importorskip("dask.array")
+    planes = np.stack([blob_image((60, 90), ((20, 15 + 20 * z, 6),), value=200) for z in range(4)])
+    lazy = da.from_array(planes, chunks=(1, 60, 90))
+    read = []
+
+    def spy(block, block_info=None):
+        read.append(block_info[0]["chunk-location"][0])
+        return block
+
+    watched = lazy.map_blocks(spy, dtype=lazy.dtype)
+    report = api.precompute(hf, watched, tmp_path / "d.zarr", slices=slice(1, 3))
+    assert (report.encoded, sorted(set(read))) == (2, [1, 2])  # only the chosen planes
+    eager = api.precompute(hf, planes, tmp_path / "d.zarr")
+    assert (eager.encoded, eager.skipped) == (2, 2)  # same pixels, same entries

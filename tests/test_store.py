@@ -73,7 +73,9 @@ def test_round_trip(tmp_path, precision):
     emb = fake_embedding()
     plane = stack()[2]
     back_from_put = store.put(key(plane), emb)
-    got = EmbeddingStore(tmp_path / "s.zarr", TAG, precision, mode="r").get(key(plane))
+    reopened = EmbeddingStore(tmp_path / "s.zarr", TAG, mode="r")  # precision from the store
+    assert reopened.precision == precision
+    got = reopened.get(key(plane))
     assert got.input_size == (84, 84) and got.image_shape == (60, 90)
     assert list(got.features) == list(emb.features)
     for name, arr in emb.features.items():
