@@ -157,6 +157,7 @@ def test_interrupted_precompute_exits_130_and_resumes(wk, stack_tif, tmp_path, c
       "1"], 2, "upper limit"),
     (["text", "{wk}", "{tif}", "--concepts", "a", "--out", "{tmp}/o.tif", "--axis", "3"], 2,
      "--axis 3"),
+    (["precompute", "{wk}", "{tmp}/rgb.npy", "--store", "{tmp}/s.zarr"], 2, "pass --rgb"),
     (["precompute", "{wk}", "{tif}"], 2, "--store"),
     (["text", "{hf}", "{tif}", "--concepts", "a", "--out", "{tmp}/o.tif"], 1,
      "cannot do 'text'"),
@@ -166,6 +167,7 @@ def test_bad_inputs_give_documented_codes(wk, hf_bundle, stack_tif, tmp_path, ca
                                           code, message):
     np.save(tmp_path / "line.npy", np.arange(5))
     np.save(tmp_path / "five.npy", np.zeros((2, 2, 2, 8, 8)))
+    np.save(tmp_path / "rgb.npy", planted_image())
     (tmp_path / "junk.tif").write_bytes(b"not a tiff at all")
     args = [a.format(wk=wk, tmp=tmp_path, tif=stack_tif, hf=hf_bundle) for a in argv]
     got, _, err = run(*args, capsys=capsys)

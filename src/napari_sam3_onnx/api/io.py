@@ -204,9 +204,12 @@ def planes_view(data, axis: int = 0, rgb: bool = False):
     if not -last <= axis < last:
         raise InputError(f"--axis {axis} is not an axis of data with shape {tuple(data.shape)}.")
     axis %= ndim
-    if axis == 0:
-        return data
-    return AxisView(data, order=[axis] + [a for a in range(ndim) if a != axis])
+    order = [axis] + [a for a in range(ndim) if a != axis]
+    if not rgb and int(data.shape[order[-1]]) in (3, 4):
+        raise InputError(f"Data of shape {tuple(data.shape)} would give planes only "
+                         f"{data.shape[order[-1]]} pixels wide: for colour images pass --rgb "
+                         "(rgb=True); for a stack stored slice-last pass --axis.")
+    return data if axis == 0 else AxisView(data, order=order)
 
 
 def plane_indices(view, rgb: bool = False, slices: slice | None = None) -> list[tuple[int, ...]]:
