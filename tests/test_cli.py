@@ -259,3 +259,11 @@ def test_help_explains_every_command(capsys):
         assert main([command, "--help"]) == 0
         out = capsys.readouterr().out
         assert len(out) > 300 and "usage: napari-sam3-onnx " + command in out
+
+
+def test_text_without_a_tokenizer_stops_before_encoding(stack_tif, tmp_path, capsys):
+    folder = build_wkentaro_v03(tmp_path / "no-tokenizer")
+    code, _, err = run("text", folder, stack_tif, "--concepts", "nucleus", "--out",
+                       tmp_path / "o.tif", "--store", tmp_path / "s.zarr", capsys=capsys)
+    assert code == 1 and "tokenizer.json" in err
+    assert not (tmp_path / "s.zarr").exists() and not (tmp_path / "o.tif").exists()
