@@ -161,3 +161,42 @@ def test_binary_masks_keeps_its_shape_and_values():
     out = binary_masks(det, (50, 70))
     assert out.shape == (3, 50, 70) and out.dtype == bool
     np.testing.assert_array_equal(out[1], upsample_logits(masks[1], (50, 70)) > 0)
+
+
+def _interior_full(mask):
+    padded = np.pad(np.asarray(mask, bool), 1)
+    dist = ndimage.distance_transform_edt(padded)[1:-1, 1:-1]
+    r, c = np.unravel_index(int(np.argmax(dist)), dist.shape)
+    return int(r), int(c)
+
+
+def test_interior_point_on_the_bounding_box_equals_the_whole_slice():
+    from napari_sam3_onnx.engine.track_steps import interior_point
+
+    rng = np.random.default_rng(4)
+    for _ in range(60):
+        shape = tuple(int(x) for x in rng.integers(5, 120, 2))
+        mask = np.zeros(shape, bool)
+        for _ in range(int(rng.integers(1, 4))):
+            r0, c0 = (int(rng.integers(0, s)) for s in shape)
+            mask[r0:r0 + int(rng.integers(1, 30)), c0:c0 + int(rng.integers(1, 30))] = True
+        mask &= rng.random(shape) > 0.05  # speckle: ties and holes
+        assert interior_point(mask) == _interior_full(mask)
+    assert interior_point(np.ones((7, 9), bool)) == _interior_full(np.ones((7, 9), bool))
+    assert interior_point(np.zeros((4, 4), bool)) == (0, 0)
+
+
+def test_label_writer_single_object_writes_only_free_pixels():
+    from napari_sam3_onnx.engine.propagate_stack import LabelWriter
+    from napari_sam3_onnx.engine.track_steps import SliceOutput
+
+    labels = np.zeros((2, 6, 7), np.int32)
+    labels[1, 2, 2] = 9
+    mask = np.zeros((6, 7), bool)
+    mask[1:4, 1:4] = True
+    out = SliceOutput(mask, np.zeros((4, 4), np.float32), 1.0, 1.0)
+    LabelWriter(labels)(1, {3: out})
+    want = np.where(mask, 3, 0)
+    want[2, 2] = 9
+    np.testing.assert_array_equal(labels[1], want)
+    assert not labels[0].any()

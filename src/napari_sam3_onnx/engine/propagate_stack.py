@@ -70,6 +70,10 @@ class LabelWriter:
         items = [(oid, o) for oid, o in outputs.items() if o.mask.any()]
         if not items:
             return
+        if len(items) == 1:  # nothing to arbitrate: write the free pixels
+            oid, out = items[0]
+            plane[out.mask & (plane == 0)] = oid
+            return
         masks = np.stack([o.mask for _, o in items])
         owner = np.argmax(masks, axis=0)
         contested = masks.sum(axis=0) > 1

@@ -165,11 +165,21 @@ def track_with_memory(
 
 
 def interior_point(mask: np.ndarray) -> tuple[int, int]:
-    """``(row, col)`` of the pixel farthest from the mask's edge (distance-transform maximum)."""
-    padded = np.pad(np.asarray(mask, bool), 1)
+    """``(row, col)`` of the pixel farthest from the mask's edge (distance-transform maximum).
+
+    The transform runs on the mask's bounding box with a one-pixel background frame: every
+    pixel outside the box is background and no farther than the frame, so distances, maximum
+    and tie order (first in raster order) are those of the whole slice.
+    """
+    mask = np.asarray(mask, bool)
+    rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    if rows.size == 0:
+        return 0, 0
+    r0, c0 = int(rows[0]), int(cols[0])
+    padded = np.pad(mask[r0:int(rows[-1]) + 1, c0:int(cols[-1]) + 1], 1)
     dist = ndimage.distance_transform_edt(padded)[1:-1, 1:-1]
     r, c = np.unravel_index(int(np.argmax(dist)), dist.shape)
-    return int(r), int(c)
+    return int(r) + r0, int(c) + c0
 
 
 def mask_prompt(mask: np.ndarray, logits: np.ndarray | None) -> Prompt:
