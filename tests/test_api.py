@@ -49,6 +49,9 @@ def test_readers_are_lazy_and_agree(tmp_path):
     ome_data = api.read_image(tmp_path / "ome.zarr")
     assert ome_data.shape == (3, 5, 7)
     np.testing.assert_array_equal(ome_data[(1,)], TZYX[0, 1])
+    ome["0"].resize((1, 2, 3, 5, 7))  # two channels: refused, not read as a stack
+    with pytest.raises(api.InputError, match="2 channels"):
+        api.read_image(tmp_path / "ome.zarr")
     two = zarr.open_group(str(tmp_path / "two.zarr"), mode="w")
     two.create_array("x", shape=(2, 2), dtype="u1")
     two.create_array("y", shape=(2, 2), dtype="u1")

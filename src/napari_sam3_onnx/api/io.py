@@ -84,6 +84,9 @@ def _open_zarr(path: Path):
         ms = multiscales[0]
         array = node[ms["datasets"][0]["path"]]
         axes = [a["name"] if isinstance(a, dict) else str(a) for a in ms.get("axes", [])]
+        if "c" in axes and array.shape[axes.index("c")] > 1:
+            raise InputError(f"{path} has {array.shape[axes.index('c')]} channels (axes "
+                             f"{''.join(axes)}); save the channel to segment as its own image.")
         drop = [i for i, a in enumerate(axes) if a in ("c", "t") and array.shape[i] == 1]
         return AxisView(array, drop=drop) if drop else array
     arrays = sorted(node.array_keys())
