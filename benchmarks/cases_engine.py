@@ -1,0 +1,177 @@
+"""Engine cases (no display): encode, click, text over a stack, propagation, peak memory.
+
+Each case first runs its plugin path once to load the sessions, records the ONNX calls of one
+more run (:class:`~benchmarks.timing.Recorder`), then times the plugin path against a replay of
+exactly those calls, interleaved.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+
+from napari_sam3_onnx.engine.concepts import TextCache, search_slice, search_stack
+from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+from napari_sam3_onnx.engine.interactive import Prompt, segment
+from napari_sam3_onnx.engine.propagate_stack import propagate_stack
+from napari_sam3_onnx.engine.propagation_types import Seed
+from napari_sam3_onnx.models.base import Capability
+
+from .bundles import Bundle, Stack, used_provider
+from .report import Row
+from .timing import Recorder, interleaved
+
+CONCEPT = "nucleus"
+
+
+def _row(case: str, bundle: Bundle, timing, note: str = "", **extra) -> Row:
+    return Row(case, bundle.name, used_provider(bundle), bundle.geometry, note=note,
+               extra=extra, **timing.summary())
+
+
+def encode(bundle: Bundle, stack: Stack, reps: int) -> tuple[Row, object]:
+    """SliceEncoder.embed on a cold cache (plane -> window -> RGB -> resize -> session -> cache)
+    over the encoder session(s) run on the feed the plugin made."""
+    ref = SliceRef(stack.data, (0,), window=stack.window, source="bench-encode")
+    enc = SliceEncoder(bundle.adapter)
+    enc.embed(ref)  # loads the sessions
+    enc.cache.clear()
+    with Recorder() as rec:
+        emb = enc.embed(ref)
+    raw = rec.replay()
+    raw()
+    timing = interleaved(lambda: enc.embed(ref), raw, reps, before_plugin=enc.cache.clear)
+    h, w = stack.data.shape[1:]
+    row = _row("encode", bundle, timing, f"{h}x{w} uint16 plane -> {emb.input_size[0]} px",
+               session_calls=rec.counts(), embedding_bytes=emb.nbytes)
+    return row.judge(), emb
+
+
+def click_engine(bundle: Bundle, stack: Stack, emb, reps: int) -> Row | None:
+    """segment() of one click on an encoded plane over the prompt decoder's raw run."""
+    if not bundle.adapter.has(Capability.CLICKS):
+        return None
+    prompt = Prompt.clicks([stack.centre(0)])
+    segment(bundle.adapter, emb, prompt)
+    with Recorder() as rec:
+        res = segment(bundle.adapter, emb, prompt)
+    raw = rec.replay()
+    timing = interleaved(lambda: segment(bundle.adapter, emb, prompt), raw, reps)
+    return _row("click-engine", bundle, timing, f"1 click, mask {int(res.mask.sum())} px",
+                session_calls=rec.counts()).judge()
+
+
+def text_stack(bundle: Bundle, stack: Stack, n: int, reps: int) -> Row | None:
+    """search_stack over ``n`` planes, cold caches (one concept), over its ONNX calls replayed:
+    ``n`` x (encode + detect) and the one language-encoder run."""
+    probe = bundle.texts()
+    if probe is None:
+        return None
+    adapter, tokenizer = bundle.adapter, probe.tokenizer
+    refs = [SliceRef(stack.data, (z,), window=stack.window, source="bench-text")
+            for z in range(n)]
+    state: dict = {}
+
+    def plugin() -> None:
+        enc, texts = SliceEncoder(adapter), TextCache(adapter, tokenizer)
+
+        def one(index, first_id):
+            return search_slice(adapter, enc.embed(refs[index[0]]), [CONCEPT], texts,
+                                first_id=first_id, index=index)
+
+        done = search_stack(one, [(z,) for z in range(n)])
+        state.update(language_calls=texts.calls, encoder_calls=enc.encoder_calls,
+                     instances=sum(len(r.instances) for _, r in done))
+
+    plugin()
+    with Recorder() as rec:
+        plugin()
+    raw = rec.replay()
+    timing = interleaved(plugin, raw, reps)
+    note = (f"N={n}, '{CONCEPT}': language encoder {state['language_calls']}x, "
+            f"encoder {state['encoder_calls']}x, {state['instances']} instances")
+    row = _row("text-stack", bundle, timing, note, session_calls=rec.counts(), **state)
+    return row.judge(also_ok=state["language_calls"] == 1)
+
+
+def _propagate(bundle: Bundle, stack: Stack, n: int) -> tuple[np.ndarray, object]:
+    seed = n // 2
+    seeds = {1: Seed.clicks(seed, [stack.centre(seed)])}
+    return propagate_stack(bundle.adapter, stack.data[:n], seeds, window=stack.window,
+                           stop_after_absent=None, return_result=True)
+
+
+def propagation(bundle: Bundle, stack: Stack, n: int, reps: int) -> Row | None:
+    """propagate_stack over ``n`` planes from a click in the middle, both ways, cold cache, over
+    its ONNX calls replayed (``n`` encodes + decoder / memory steps)."""
+    if not bundle.adapter.has(Capability.CLICKS):
+        return None
+    _propagate(bundle, stack, n)
+    with Recorder() as rec:
+        labels, res = _propagate(bundle, stack, n)
+    raw = rec.replay()
+    timing = interleaved(lambda: _propagate(bundle, stack, n), raw, reps)
+    note = (f"N={n}, {res.method}, encoder {res.encoder_calls}x, "
+            f"{int((labels > 0).any(axis=(1, 2)).sum())} planes labelled")
+    return _row("propagation", bundle, timing, note, session_calls=rec.counts(),
+                method=res.method, encoder_calls=res.encoder_calls).judge()
+
+
+def _rss() -> int | None:
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak() -> bool:
+    """Reset the kernel's peak-RSS mark (Linux); False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _hwm() -> int | None:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def propagation_memory(bundle: Bundle, stack: Stack, n: int) -> Row | None:
+    """Peak memory of one propagation over ``n`` and ``2n`` planes (cold cache).
+
+    Two measures: the peak of numpy / Python allocations (tracemalloc: the engine's own arrays,
+    embeddings included) and, on Linux, the process's peak RSS above its RSS before the run
+    (onnxruntime's buffers included).
+    """
+    if not bundle.adapter.has(Capability.CLICKS) or stack.data.shape[0] < 2 * n:
+        return None
+    _propagate(bundle, stack, n)  # sessions loaded, arenas warm
+    out = {}
+    for count in (n, 2 * n):
+        before = _rss()
+        rss_ok = _reset_peak() and before is not None
+        tracemalloc.start()
+        _propagate(bundle, stack, count)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        out[count] = {"tracemalloc_peak": int(peak),
+                      "rss_peak_above_start": (_hwm() - before) if rss_ok else None}
+    a, b = out[n], out[2 * n]
+    per_slice = (b["tracemalloc_peak"] - a["tracemalloc_peak"]) / n
+    rss = ("" if a["rss_peak_above_start"] is None else
+           f"; peak RSS +{a['rss_peak_above_start'] / 2**20:.0f} / "
+           f"+{b['rss_peak_above_start'] / 2**20:.0f} MiB")
+    note = (f"numpy peak N={n}: {a['tracemalloc_peak'] / 2**20:.1f} MiB, "
+            f"2N={2 * n}: {b['tracemalloc_peak'] / 2**20:.1f} MiB{rss}")
+    return Row("propagation-memory", bundle.name, used_provider(bundle), bundle.geometry,
+               value=per_slice / 2**20, unit="MiB/plane", note=note,
+               extra={"by_n": out, "per_slice_bytes": per_slice})

@@ -1,0 +1,244 @@
+"""GUI cases in a real napari viewer: click-to-preview and event-loop stalls during an encode.
+
+Run by ``benchmarks/run.py`` in a child process (under ``xvfb-run`` when there is no display)::
+
+    xvfb-run -a python -m benchmarks.cases_gui --json out.json
+
+A click is a point added to the widget's ``SAM prompts`` layer (what a mouse click in add mode
+does); it is timed until the ``SAM preview`` layer's ``set_data`` event shows a mask on the plane.
+The baseline is the prompt decoder's own session run, replayed with the feed the click made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.bundles import make_stack, test_builders  # noqa: E402
+from benchmarks.report import Row  # noqa: E402
+from benchmarks.timing import Recorder, interleaved  # noqa: E402
+
+PLANE = 2
+
+
+class Driver:
+    """Drives one widget: clicks on plane :data:`PLANE`, waits for results, times them."""
+
+    def __init__(self, viewer, widget, point) -> None:
+        from qtpy.QtWidgets import QApplication
+
+        self.viewer, self.widget, self.point = viewer, widget, point
+        self.session = widget.session
+        self.app = QApplication.instance()
+        self.fired: float | None = None  # when the widget's debounce timer last fired
+        self.splits: list[tuple[float, float]] = []  # (click -> timer, timer -> preview) s
+        self.session._timer.timeout.connect(self._fired)
+
+    def _fired(self) -> None:
+        self.fired = time.perf_counter()
+
+    @property
+    def preview(self):
+        """The live preview layer."""
+        return self.session.layers.preview
+
+    def pump(self, cond, timeout: float = 30.0) -> None:
+        """Process events until ``cond()`` (untimed waits only: it polls)."""
+        from qtpy.QtCore import QEventLoop
+
+        end = time.perf_counter() + timeout
+        while not cond():
+            if time.perf_counter() > end:
+                raise TimeoutError("the widget did not settle")
+            self.app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 5)
+            time.sleep(0.001)
+
+    def settle(self) -> None:
+        """Wait until no run is scheduled or out."""
+        self.pump(lambda: not self.session.pending)
+
+    def reset(self) -> None:
+        """Clear the plane's prompts and preview (Shift+C) and wait for the widget to settle."""
+        self.widget.clear()
+        self.settle()
+        self.pump(lambda: not self.preview.data[PLANE].any())
+
+    def click(self, tail_ms: float = 0.0, ticker=None) -> float:
+        """Add a point; seconds until the preview shows a mask (the event loop is not polled)."""
+        from qtpy.QtCore import QEventLoop, QTimer
+
+        loop, done = QEventLoop(), {}
+        preview = self.preview
+
+        def on_data(_event=None) -> None:
+            if "t" not in done and preview.data[PLANE].any():
+                done["t"] = time.perf_counter()
+                QTimer.singleShot(int(tail_ms), loop.quit)
+
+        preview.events.set_data.connect(on_data)
+        QTimer.singleShot(60_000, loop.quit)
+        if ticker is not None:
+            ticker.start()
+        self.fired = None
+        t0 = time.perf_counter()
+        self.session.layers.points.add([PLANE, *self.point])
+        loop.exec()
+        if ticker is not None:
+            ticker.stop()
+        preview.events.set_data.disconnect(on_data)
+        if "t" not in done:
+            raise TimeoutError("no preview within 60 s")
+        fired = self.fired if self.fired is not None else t0
+        self.splits.append((fired - t0, done["t"] - fired))
+        return done["t"] - t0
+
+
+class Ticker:
+    """A 10 ms QTimer that records the largest gap between its ticks (an event-loop stall)."""
+
+    def __init__(self, interval_ms: int = 10) -> None:
+        from qtpy.QtCore import QTimer
+
+        self.timer = QTimer()
+        self.timer.setInterval(interval_ms)
+        self.timer.timeout.connect(self._tick)
+        self.gaps: list[float] = []
+        self._last = 0.0
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.gaps.append(now - self._last)
+        self._last = now
+
+    def start(self) -> None:
+        """Start ticking with no gaps recorded."""
+        self.gaps, self._last = [], time.perf_counter()
+        self.timer.start()
+
+    def stop(self) -> None:
+        """Record the last gap and stop."""
+        self._tick()
+        self.timer.stop()
+
+    @property
+    def max_gap_ms(self) -> float:
+        """The longest wait between ticks, in ms."""
+        return 1e3 * max(self.gaps, default=0.0)
+
+
+def idle_stall(driver: Driver, ticker: Ticker, seconds: float) -> float:
+    """The same ticker over an idle event loop of the same length (the baseline)."""
+    from qtpy.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    QTimer.singleShot(int(1e3 * seconds), loop.quit)
+    ticker.start()
+    loop.exec()
+    ticker.stop()
+    return ticker.max_gap_ms
+
+
+def run_bundle(name: str, folder: Path, test: bool, args) -> list[Row]:
+    """Click and responsiveness rows for one bundle."""
+    import napari
+    import numpy as np
+
+    from napari_sam3_onnx._napari.widget import ClicksWidget
+
+    stack = make_stack(5, tuple(args.shape))
+    viewer = napari.Viewer(show=True)
+    try:
+        viewer.add_image(stack.data, contrast_limits=stack.window, name="bench")
+        widget = ClicksWidget(viewer)
+        viewer.window.add_dock_widget(widget, name="Clicks and boxes")
+        widget.load_bundle(folder, toy=test)
+        viewer.dims.set_current_step(0, PLANE)
+        drv = Driver(viewer, widget, stack.centre(PLANE))
+        drv.settle()
+        session = widget.session
+        shipped = session._timer.interval()
+        first = drv.click()  # encodes the plane
+        drv.reset()
+        with Recorder() as rec:
+            drv.click()
+        raw = rec.replay()
+        provider = next((c.session.providers[0] for c in rec.calls), "?")
+        provider = provider.replace("ExecutionProvider", "")
+        rows = []
+        for debounce in (shipped, 0):
+            session._timer.setInterval(debounce)
+            drv.splits.clear()
+            timing = interleaved(drv.click, raw, args.reps, before_plugin=drv.reset,
+                                 timer=lambda fn: fn())
+            calls = session.encoder.encoder_calls
+            before, after = (1e3 * float(np.median(x)) for x in zip(*drv.splits, strict=True))
+            note = (f"debounce {debounce} ms{' (as shipped)' if debounce == shipped else ''}: "
+                    f"click -> timer fires {before:.0f} ms (napari's Points.add and repaint + "
+                    f"debounce), timer -> preview {after:.0f} ms (worker, decoder, preview); "
+                    f"encoder calls {calls} after {2 * args.reps + 2} clicks; first click "
+                    f"(with encode) {1e3 * first:.0f} ms")
+            rows.append(Row("click-gui", name, provider, args.geometry, note=note,
+                            extra={"debounce_ms": debounce, "encoder_calls": calls,
+                                   "first_click_ms": 1e3 * first, "click_to_timer_ms": before,
+                                   "timer_to_preview_ms": after},
+                            **timing.summary()).judge(also_ok=calls == 1))
+        session._timer.setInterval(0)
+        ticker, stalls, idles, encodes = Ticker(), [], [], []
+        for _ in range(max(3, args.reps // 3)):
+            drv.reset()
+            session.cache.clear()  # the next click encodes the plane again, in a worker
+            t = drv.click(tail_ms=100, ticker=ticker)
+            stalls.append(ticker.max_gap_ms)
+            encodes.append(t)
+            idles.append(idle_stall(drv, ticker, t + 0.1))
+        worst, idle = max(stalls), max(idles)
+        rows.append(Row(
+            "responsiveness", name, provider, args.geometry, value=worst, unit="ms",
+            note=(f"largest 10 ms-timer gap while a plane encodes in the background and its "
+                  f"preview is drawn (idle loop: {idle:.0f} ms; encode+click "
+                  f"{1e3 * float(np.median(encodes)):.0f} ms)"),
+            extra={"stalls_ms": stalls, "idle_ms": idles, "encode_click_s": encodes}).judge())
+        return rows
+    finally:
+        viewer.close()
+
+
+def _has_clicks(folder: Path) -> bool:
+    from napari_sam3_onnx.models.base import Capability
+    from napari_sam3_onnx.models.bundle import open_bundle
+
+    return open_bundle(folder).has(Capability.CLICKS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse options, run every bundle, write the rows as JSON."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--geometry", default="full", choices=("full", "small"))
+    p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--shape", type=int, nargs=2, default=(1024, 1024))
+    p.add_argument("--bundle", action="append", type=Path, default=[])
+    p.add_argument("--only-bundles", action="store_true")
+    p.add_argument("--json", type=Path, required=True)
+    args = p.parse_args(argv)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="sam3-bench-gui-") as tmp:
+        targets = [] if args.only_bundles else [
+            ("hf-tracker", test_builders(args.geometry)["hf-tracker"](Path(tmp) / "hf"), True)]
+        targets += [(f"{b.name}", b, False) for b in args.bundle if _has_clicks(b)]
+        for name, folder, test in targets:
+            rows += run_bundle(name, folder, test, args)
+    args.json.write_text(json.dumps([asdict(r) for r in rows], default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

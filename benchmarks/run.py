@@ -1,0 +1,166 @@
+"""Benchmark the plugin's paths against the raw ONNX calls they make; print a table, write JSON.
+
+Usage::
+
+    python benchmarks/run.py                 # FULL-geometry test graphs, every case (+ GUI)
+    python benchmarks/run.py --quick --no-gui  # seconds; what CI runs to keep this working
+    python benchmarks/run.py --bundle ~/sam3/hf-tracker --only-bundles --no-gui
+    python benchmarks/run.py --providers --no-gui  # CPU and every installed device provider
+
+Every timing is a ratio to a baseline measured in the same run, interleaved repetition by
+repetition (see ``benchmarks/timing.py``); ``docs/performance.md`` explains the cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make the ``benchmarks`` package importable
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import cases_engine, cases_memory  # noqa: E402
+from benchmarks.bundles import (  # noqa: E402
+    build_test_bundles,
+    make_stack,
+    open_one,
+    provider_sweep,
+)
+from benchmarks.report import Row, environment, table, write_json  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+#: Every case a run reports (the quick test checks they are all there).
+CASES = ("encode", "memory/plane", "click-engine", "text-stack", "propagation",
+         "propagation-memory", "click-gui", "responsiveness")
+#: Layouts whose test graphs the stack cases run on: text on every concept layout but v0.3
+#: (v0.6's graphs plus a point decoder), propagation on both memory layouts and one carry-over.
+TEXT_LAYOUTS = ("wkentaro-v0.6", "samexporter-0.5", "autognosi-int8", "comicapp-sam3.1")
+PROPAGATION_LAYOUTS = ("pagarcia-tracker", "jax-video", "hf-tracker")
+MEMORY_LAYOUT = "pagarcia-tracker"
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true",
+                   help="small geometry, few repetitions (seconds); asserts nothing about speed")
+    p.add_argument("--bundle", action="append", type=Path, default=[], metavar="PATH",
+                   help="a real or exported bundle folder to benchmark too (repeatable)")
+    p.add_argument("--only-bundles", action="store_true",
+                   help="skip the test graphs (benchmark only the --bundle folders)")
+    p.add_argument("--providers", action="store_true",
+                   help="sweep the CPU and every installed device execution provider")
+    p.add_argument("--no-gui", action="store_true", help="skip the cases needing a display")
+    p.add_argument("--reps", type=int, help="repetitions of the per-plane cases")
+    p.add_argument("--stack-reps", type=int, help="repetitions of the stack cases")
+    p.add_argument("--slices", type=int, help="N, the planes of the stack cases")
+    p.add_argument("--shape", type=int, nargs=2, metavar=("ROWS", "COLS"),
+                   help="plane size of the synthetic uint16 stack")
+    p.add_argument("--json", type=Path, help=f"write here instead of {RESULTS}/<host>-<date>")
+    p.add_argument("--markdown", type=Path, help="also write the table as markdown here")
+    args = p.parse_args(argv)
+    quick = args.quick
+    args.geometry = "small" if quick else "full"
+    args.reps = args.reps or (3 if quick else 15)
+    args.stack_reps = args.stack_reps or (2 if quick else 5)
+    args.slices = args.slices or (3 if quick else 8)
+    args.shape = tuple(args.shape or ((60, 90) if quick else (1024, 1024)))
+    return args
+
+
+def engine_rows(bundle, stack, args, first_provider: bool, bundle_reps: bool) -> list[Row]:
+    """Every engine case on one opened bundle."""
+    reps = min(args.reps, 3) if bundle_reps else args.reps
+    stack_reps = min(args.stack_reps, 2) if bundle_reps else args.stack_reps
+    n = args.slices
+    rows = []
+    enc_row, emb = cases_engine.encode(bundle, stack, reps)
+    rows.append(enc_row)
+    if first_provider:
+        rows.append(cases_memory.memory_row(bundle, emb))
+    if (row := cases_engine.click_engine(bundle, stack, emb, reps)) is not None:
+        rows.append(row)
+    if not bundle.test_graphs or bundle.name in TEXT_LAYOUTS:
+        if (row := cases_engine.text_stack(bundle, stack, n, stack_reps)) is not None:
+            rows.append(row)
+    if not bundle.test_graphs or bundle.name in PROPAGATION_LAYOUTS:
+        if (row := cases_engine.propagation(bundle, stack, n, stack_reps)) is not None:
+            rows.append(row)
+    if not bundle.test_graphs or bundle.name == MEMORY_LAYOUT:
+        if (row := cases_engine.propagation_memory(bundle, stack, n)) is not None:
+            rows.append(row)
+    return rows
+
+
+def gui_rows(args, bundles: list[Path]) -> list[Row]:
+    """Run the GUI cases in a child process (under ``xvfb-run`` when there is no display)."""
+    cmd = [sys.executable, "-m", "benchmarks.cases_gui", "--geometry", args.geometry,
+           "--reps", str(args.reps), "--shape", *map(str, args.shape)]
+    if args.only_bundles:
+        cmd.append("--only-bundles")
+    for b in bundles:
+        cmd += ["--bundle", str(b)]
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        if shutil.which("xvfb-run") is None:
+            return [Row(c, "-", status="skipped", note="no display and no xvfb-run")
+                    for c in ("click-gui", "responsiveness")]
+        cmd = ["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", *cmd]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "gui.json"
+        proc = subprocess.run([*cmd, "--json", str(out)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=900)
+        if proc.returncode != 0 or not out.is_file():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
+            return [Row(c, "-", status="error", note=f"GUI run failed: {tail[0][:120]}")
+                    for c in ("click-gui", "responsiveness")]
+        return [Row(**r) for r in json.loads(out.read_text())]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the cases, print the table, write the JSON (and markdown); returns the exit code."""
+    args = parse(argv)
+    t0 = time.perf_counter()
+    n_planes = max(2 * args.slices, 2)
+    stack = make_stack(n_planes, args.shape)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="sam3-bench-") as tmp:
+        folders: list[tuple[str, Path, bool]] = []
+        if not args.only_bundles:
+            built = build_test_bundles(Path(tmp), args.geometry)
+            folders += [(name, folder, True) for name, folder in built.items()]
+        folders += [(b.name, b.resolve(), False) for b in args.bundle]
+        for i, provider in enumerate(provider_sweep(args.providers)):
+            for name, folder, test in folders:
+                bundle = open_one(name, folder, provider, args.geometry if test else "real",
+                                  test)
+                try:
+                    rows += engine_rows(bundle, stack, args, i == 0, bundle_reps=not test)
+                finally:
+                    bundle.adapter.close()
+        if not args.no_gui:
+            rows += gui_rows(args, [b.resolve() for b in args.bundle])
+    elapsed = time.perf_counter() - t0
+    env = environment()
+    head = (f"{env['host']}: {env['cpus']} CPUs ({env['processor']}), onnxruntime "
+            f"{env['onnxruntime']}, geometry {args.geometry}, plane {args.shape[0]}x"
+            f"{args.shape[1]} uint16, N={args.slices}, {args.reps}/{args.stack_reps} reps")
+    print(head)
+    print(table(rows))
+    path = write_json(rows, {k: (str(v) if isinstance(v, Path) else v)
+                             for k, v in vars(args).items()}, RESULTS, args.json)
+    if args.markdown is not None:
+        args.markdown.write_text(f"{head}\n\n{table(rows, markdown=True)}\n")
+    print(f"\n{len(rows)} rows in {elapsed:.1f} s; JSON: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

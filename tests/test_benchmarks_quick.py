@@ -1,0 +1,42 @@
+"""benchmarks/run.py --quick --no-gui runs and reports every engine case (no speed asserted)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINE_CASES = {"encode", "memory/plane", "click-engine", "text-stack", "propagation",
+                "propagation-memory"}
+
+pytest.importorskip("onnx")
+
+
+def test_quick_benchmark_writes_every_case(tmp_path):
+    out = tmp_path / "bench.json"
+    md = tmp_path / "bench.md"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--no-gui",
+         "--json", str(out), "--markdown", str(md)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    rows = doc["rows"]
+    assert {r["case"] for r in rows} == ENGINE_CASES
+    assert doc["environment"]["onnxruntime"]
+    for r in rows:
+        if r["ratio"] is not None:
+            assert math.isfinite(r["ratio"]) and r["ratio"] > 0 and r["reps"] >= 1
+            assert r["status"] in ("PASS", "MISS")
+    text = [r for r in rows if r["case"] == "text-stack"]
+    assert text and all(r["extra"]["language_calls"] == 1 for r in text)
+    layouts = {r["layout"] for r in rows if r["case"] == "encode"}
+    assert len(layouts) == 8
+    assert "| case |" in md.read_text()
+    assert "ratio" in proc.stdout
