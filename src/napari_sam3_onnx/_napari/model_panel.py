@@ -65,11 +65,11 @@ def build_toy_bundle(folder: Path | None = None) -> Path:
 
 
 def _detector_texts(adapter: SamAdapter, folder: Path) -> TextCache:
-    """Boxes through the concept detector need its text path (``"visual"``) and tokenizer."""
-    if not (adapter.has(Capability.BOXES) and adapter.has(Capability.TEXT)):
+    """Boxes through the concept detector (``"visual"``) and text search need the tokenizer."""
+    if not adapter.has(Capability.TEXT):
         caps = ", ".join(sorted(c.value for c in adapter.capabilities))
-        raise Sam3OnnxError(f"The {adapter.layout} bundle cannot answer clicks or boxes "
-                            f"(it can: {caps}). Choose a bundle with a SAM head.")
+        raise Sam3OnnxError(f"The {adapter.layout} bundle cannot answer clicks, boxes or text "
+                            f"(it can: {caps}). Choose a bundle with a SAM head or a detector.")
     return TextCache(adapter, ClipTokenizer.from_folder(folder))
 
 
@@ -86,6 +86,9 @@ class ModelPanel(QWidget):
     notify : callable
         ``notify(message)`` for errors and hints.
     """
+
+    #: Emitted after every load attempt (the workflow tabs re-read ``adapter``).
+    loaded = Signal()
 
     def __init__(self, on_encoder: Callable, cache_budget: Callable[[int], None],
                  notify: Callable[[str], None], parent: QWidget | None = None) -> None:
@@ -147,16 +150,20 @@ class ModelPanel(QWidget):
             self.info.setText(f"<b>Not loaded.</b> {exc}")
             self._notify(str(exc))
             self._on_encoder(None, None)
+            self.loaded.emit()
             return None
         self.adapter = adapter
         h, w = adapter.input_size
         note = "" if texts is None else "<br>Boxes only: this bundle has no click decoder."
+        if texts is not None and not adapter.has(Capability.BOXES):
+            note = "<br>Text only: this bundle has no click or box decoder; use the Text tab."
         if self.toy:
             note += f"<br><b style='color:orange'>{TOY_NOTE}</b>"
         self.info.setText(f"{adapter.layout}: {h} x {w} input, device {self.device.currentText()}"
                           f"{note}")
         model_id = (str(folder.resolve()), adapter.layout)
         self._on_encoder(SliceEncoder(adapter, model_id=model_id), texts)
+        self.loaded.emit()
         return adapter
 
     def load_toy(self) -> None:
@@ -184,11 +191,11 @@ class ModelPanel(QWidget):
         menu.addSeparator()
         for spec in KNOWN_BUNDLES:
             caps = set(spec.capabilities)
-            usable = "clicks" in caps or {"boxes", "text"} <= caps
+            usable = "clicks" in caps or "text" in caps
             act = menu.addAction(spec.title, lambda s=spec: self.start_download(s))
             act.setEnabled(bool(spec.downloadable and usable))
             if not usable:
-                act.setToolTip("This bundle cannot answer clicks or boxes.")
+                act.setToolTip("This bundle cannot answer clicks, boxes or text.")
             elif not spec.downloadable:
                 act.setToolTip("Not all files are published; see the Models page.")
         return menu

@@ -17,6 +17,14 @@ from qtpy.QtWidgets import QWidget
 PanelFactory = Callable[[QWidget], QWidget]
 
 
+def _text(host: QWidget) -> QWidget:
+    from .text_panel import TextPanel
+
+    return TextPanel(host)
+
+
 def extra_panels() -> list[tuple[str, PanelFactory]]:
     """The workflow tabs, in order."""
-    return []
+    return [
+        ("Text", _text),
+    ]

@@ -1,0 +1,113 @@
+"""Print the Text tab's cost on SAM 3-sized concept test graphs: stack time vs encode time.
+
+Usage: ``python scripts/measure_text.py [slices]`` (needs the ``onnx`` testing extra). The test
+graphs have SAM 3's geometry (1008 input, 288 masks, 200-query-free 4 x 4 toy detector) but toy
+arithmetic, so the encoder is far cheaper than SAM 3's (16-21 s per slice on 2 CPU threads).
+The ratio ``stack time / (encode time x slices)`` is therefore an upper bound on what the
+search adds on top of encoding: with real weights it moves towards 1.
+
+For each layout it runs the Text tab's loop (``_napari.text_run.iter_run``, without Qt) over a
+480 x 720 stack whose slices plant different blobs (testing.scenes, upscaled 8x), for "bright" at
+SAM 3's 0.5 floor, cold (every slice encoded) and warm (all slices cached, phrase cached), and
+counts language-encoder runs per run.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from napari_sam3_onnx._napari.text_run import TextRun, iter_run
+from napari_sam3_onnx.engine.concepts import TextCache
+from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+from napari_sam3_onnx.engine.tokenizer import ClipTokenizer
+from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.testing.geometry import FULL
+from napari_sam3_onnx.testing.scenes import BLOBS, planted_image
+from napari_sam3_onnx.testing.tokenizer import build_text_bundle
+
+PLANTED = ((BLOBS[0], BLOBS[2]), (BLOBS[1], BLOBS[2], BLOBS[0]), (BLOBS[2],), BLOBS)
+
+
+def planted_stack(slices: int, zoom: int = 8) -> np.ndarray:
+    """``(slices, 60 zoom, 90 zoom)`` uint8: the planted scenes in turn, upscaled."""
+    planes = [planted_image((60, 90), PLANTED[z % len(PLANTED)])[..., 0] for z in range(slices)]
+    return np.stack([np.kron(p, np.ones((zoom, zoom), np.uint8)) for p in planes])
+
+
+def refs_of(stack: np.ndarray, tag: str) -> list[SliceRef]:
+    """One ref per slice of ``stack`` (a fresh ``tag`` = a cold cache)."""
+    return [SliceRef(stack, (z,), window=(0.0, 255.0), source=tag) for z in range(len(stack))]
+
+
+def timed_run(run: TextRun) -> tuple[float, int]:
+    """Seconds for the whole run and the number of instances found."""
+    t0 = time.perf_counter()
+    found = sum(len(step.result.instances) for step in iter_run(run))
+    return time.perf_counter() - t0, found
+
+
+def measure(layout: str, folder: Path, slices: int) -> dict:
+    """Encode-only time per slice, then cold and warm whole-stack runs of the Text tab's loop."""
+    adapter = open_bundle(build_text_bundle(folder, layout, FULL))
+    texts = TextCache(adapter, ClipTokenizer.from_folder(folder))
+    stack = planted_stack(slices)
+    SliceEncoder(adapter).embed(refs_of(stack, "warm-up")[0])  # sessions load lazily
+    texts.get("warm-up")
+    encoder = SliceEncoder(adapter)
+    t0 = time.perf_counter()
+    encoder.embed_many(refs_of(stack, "encode-only"))
+    encode = (time.perf_counter() - t0) / slices
+    calls0 = texts.calls
+    cold_run = TextRun(SliceEncoder(adapter), texts, refs_of(stack, "cold"), ["bright"])
+    cold, found = timed_run(cold_run)
+    cold_calls = texts.calls - calls0
+    spent = []
+    detect = adapter.detect
+
+    def timed_detect(*args, **kwargs):
+        t = time.perf_counter()
+        out = detect(*args, **kwargs)
+        spent.append(time.perf_counter() - t)
+        return out
+
+    adapter.detect = timed_detect
+    warm, _ = timed_run(cold_run)  # same refs, same encoder cache, same phrase
+    adapter.detect = detect
+    two = TextRun(cold_run.encoder, texts, cold_run.refs, ["bright", "thing"])
+    calls1 = texts.calls
+    timed_run(two)
+    return {"layout": layout, "slices": slices, "encode_s": encode, "cold_s": cold,
+            "ratio": cold / (encode * slices), "warm_per_slice_ms": 1e3 * warm / slices,
+            "detect_ms": 1e3 * sum(spent) / slices,
+            "instances": found, "lang_calls_cold": cold_calls,
+            "lang_calls_warm": texts.calls - calls1 - 1,  # "thing" is new: one call
+            "encoder_calls": cold_run.encoder.encoder_calls}
+
+
+def main(argv: list[str]) -> int:
+    """Both concept layouts at SAM 3's geometry."""
+    slices = int(argv[0]) if argv else 24
+    root = Path(tempfile.mkdtemp(prefix="measure-text-"))
+    print(f"{'layout':14} {'slices':>6} {'encode/slice':>12} {'stack (cold)':>12} "
+          f"{'ratio':>6} {'warm/slice':>10} {'detector':>8} {'found':>5} {'lang/run':>8} "
+          f"{'encodes':>7}")
+    for layout in ("wkentaro-v0.3", "samexporter"):
+        m = measure(layout, root / layout, slices)
+        print(f"{m['layout']:14} {m['slices']:6d} {m['encode_s'] * 1e3:10.0f}ms "
+              f"{m['cold_s']:11.2f}s {m['ratio']:6.2f} {m['warm_per_slice_ms']:8.1f}ms "
+              f"{m['detect_ms']:6.1f}ms "
+              f"{m['instances']:5d} {m['lang_calls_cold']:4d}/{m['lang_calls_warm']:<3d} "
+              f"{m['encoder_calls']:7d}")
+    print("warm/slice: a rerun with every slice cached; detector: the part of it in the "
+          "detector graph.\nlang/run: language-encoder runs in a cold run with one phrase / in a "
+          "later run of the same phrase plus a new one, minus the new one's.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,167 @@
+"""Where a text run's instances go: a new Labels layer per run, or the user's layer (undoably).
+
+A new layer ("SAM text: nucleus") gets each plane as it finishes, so a long run fills in while
+it runs. A run into an existing layer is held until the run ends (or is cancelled) and then
+written in one ``block_history`` step, only onto background pixels, with ids above the layer's
+largest, so one undo removes the whole run and nothing of the user's is overwritten.
+
+Either way the layer's ``features`` table gets one row per instance; its ``index`` column is the
+label value, which is how napari finds the row of the label under the cursor (napari's
+``Labels._make_label_index``), so hovering an instance shows its concept and score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from napari.layers import Image, Labels
+
+from ..engine.concepts import Instance, SliceResult
+from .commit import plane_indices
+from .layers import index_label, plane_shape, transform_kwargs
+
+PREFIX = "SAM text: "
+COLUMNS = ("index", "concept", "score", "area", "slice", "box")
+
+
+def layer_name(concepts: Sequence[str]) -> str:
+    """``"SAM text: nucleus, mitochondrion"`` (``"SAM text: exemplars"`` without phrases)."""
+    return PREFIX + (", ".join(concepts) if concepts else "exemplars")
+
+
+def _box_text(box_rc: Sequence[float]) -> str:
+    r0, c0, r1, c1 = (round(float(v)) for v in box_rc)
+    return f"rows {r0}-{r1}, cols {c0}-{c1}"
+
+
+def feature_rows(instances: Sequence[Instance], image: Image) -> pd.DataFrame:
+    """One row per instance: id (``index``), concept, score, area (px), slice, box."""
+    rows = [{
+        "index": int(inst.id),
+        "concept": inst.concept,
+        "score": round(float(inst.score), 3),
+        "area": int(inst.area),
+        "slice": index_label(image, inst.index) if inst.index else "",
+        "box": _box_text(inst.box_rc),
+    } for inst in instances]
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def append_features(layer: Labels, rows: pd.DataFrame) -> None:
+    """Add ``rows`` to the layer's table (an existing table without ``index`` keeps its mapping)."""
+    old = pd.DataFrame(layer.features)
+    if len(old) and "index" not in old:
+        old.insert(0, "index", np.arange(len(old)))  # napari's implicit row k <-> label k
+    table = rows if not len(old) else pd.concat([old, rows], ignore_index=True)
+    layer.features = table.reset_index(drop=True)
+
+
+class TextOutput:
+    """The destination of one run.
+
+    Parameters
+    ----------
+    viewer : napari.Viewer
+        The viewer (a new layer is added to it).
+    image : napari.layers.Image
+        The searched image (the new layer takes its shape, scale and translate).
+    target : napari.layers.Labels, optional
+        The user's layer; None = a new layer named by :func:`layer_name`.
+    concepts : sequence of str
+        The run's phrases (for the new layer's name).
+    """
+
+    def __init__(self, viewer, image: Image, target: Labels | None,
+                 concepts: Sequence[str]) -> None:
+        self.viewer, self.image = viewer, image
+        self.new = target is None
+        self.pending: list[tuple[tuple[int, ...], SliceResult]] = []
+        self.instances: list[Instance] = []
+        self.planes = 0
+        if target is None:
+            target = viewer.add_labels(np.zeros(plane_shape(image), np.int32),
+                                       name=layer_name(concepts), **transform_kwargs(image))
+            target.features = feature_rows([], image)
+        self.layer = target
+        data = target.data
+        self.first_id = 1 if self.new or not data.size else int(np.max(data)) + 1
+
+    @property
+    def alive(self) -> bool:
+        """Whether the layer is still in the viewer."""
+        return self.layer in self.viewer.layers
+
+    def add(self, index: tuple[int, ...], result: SliceResult) -> bool:
+        """Take one finished plane; False if the layer was removed from the viewer meanwhile."""
+        if not self.alive:
+            return False
+        self.planes += 1
+        if not self.new:
+            self.pending.append((tuple(index), result))
+            return True
+        if result.instances:
+            self.layer.data[tuple(index)] = result.labels
+            self.instances += result.instances
+            append_features(self.layer, feature_rows(result.instances, self.image))
+            self.layer.refresh()
+        return True
+
+    def finish(self) -> list[Instance]:
+        """Write what is held (existing layer: one undo step); returns the instances written."""
+        if self.new or not self.pending or not self.alive:
+            self.pending = []
+            return self.instances
+        layer, data = self.layer, self.layer.data
+        top = int(np.max(data)) if data.size else 0  # the user may have painted meanwhile
+        shift = max(0, top + 1 - self.first_id)
+        written: list[Instance] = []
+        with layer.block_history():
+            for index, result in self.pending:
+                labels = result.labels
+                free = (labels > 0) & (np.asarray(data[index]) == 0)
+                if not free.any():
+                    continue
+                values = labels[free].astype(np.int64) + shift
+                layer.data_setitem(plane_indices(index, free), values, refresh=False)
+                counts = np.bincount(labels[free], minlength=labels.max() + 1)
+                for inst in result.instances:
+                    if counts[inst.id] > 0:
+                        written.append(Instance(inst.id + shift, inst.concept, inst.score,
+                                                int(counts[inst.id]), inst.index, inst.box_rc))
+        self.pending = []
+        self.instances = written
+        if written:
+            append_features(layer, feature_rows(written, self.image))
+        layer.refresh()
+        return written
+
+    def discard_if_empty(self) -> bool:
+        """Remove a new layer that received no instance; True if it was removed."""
+        if self.new and not self.instances and self.alive:
+            self.viewer.layers.remove(self.layer)
+            return True
+        return False
+
+
+def target_choices(viewer, image: Image | None, skip: Labels | None = None) -> list[Labels]:
+    """Labels layers a run can write into: the image's shape (no colour axis), not ``skip``."""
+    if image is None:
+        return []
+    shape = plane_shape(image)
+    return [la for la in viewer.layers if isinstance(la, Labels) and la is not skip
+            and tuple(la.data.shape) == shape]
+
+
+def summary(out: TextOutput, written: Sequence[Instance], total: int,
+            concepts: Sequence[str], floor: float) -> str:
+    """The message at the end of a run (drops a new layer that received nothing)."""
+    head = (f"Cancelled after {out.planes} of {total} slice(s); the finished ones are kept. "
+            if out.planes < total else "")
+    what = ", ".join(concepts) or "the exemplars"
+    if out.discard_if_empty() or not written:
+        return f"{head}No instance of {what} scored above {floor:.2f} on {out.planes} slice(s)."
+    undo = "" if out.new else " One undo (Ctrl+Z on that layer) removes them."
+    return (f"{head}{len(written)} instance(s) of {what} on {out.planes} slice(s) in "
+            f"'{out.layer.name}'.{undo}")

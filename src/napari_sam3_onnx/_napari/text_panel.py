@@ -1,0 +1,297 @@
+"""The "Text" tab: every instance of a concept ("nucleus, mitochondrion") on a slice or stack.
+
+Instances are written as labels, one id each, with a score per instance in the features table.
+
+The tab shares the main widget's model, embedding cache, image and 'SAM boxes' layer
+(:mod:`~napari_sam3_onnx._napari.panels`). A run goes to napari's thread pool
+(:func:`~napari_sam3_onnx._napari.text_run.iter_run`: one step per slice, napari progress,
+cancel); :class:`~napari_sam3_onnx._napari.text_output.TextOutput` writes finished slices.
+"""
+
+from __future__ import annotations
+
+import weakref
+from functools import partial
+from pathlib import Path
+
+from napari.qt.threading import create_worker
+from qtpy.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QRadioButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..engine.concepts import TextCache
+from ..engine.tokenizer import ClipTokenizer
+from ..models.base import Capability
+from ..models.errors import Sam3OnnxError
+from . import layers, workers
+from .text_controls import FloorControl, ScopeControl
+from .text_inputs import (
+    EXEMPLAR,
+    long_prompt_warnings,
+    phrases,
+    plane_exemplars,
+    set_exemplar_polarity,
+)
+from .text_output import TextOutput, summary, target_choices
+from .text_run import RunControl, SliceDone, TextRun, iter_run
+
+NEW_LAYER = "new layer per run"
+NO_MODEL = "Load a SAM 3 concept bundle (wkentaro, samexporter, Autognosi or ComicApp export) " \
+           "above to search by text."
+#: Score cuts learnt from the detections of each adapter (when it does not declare one).
+_CUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class TextPanel(QWidget):
+    """The Text tab (``host`` is the main widget; see :mod:`.panels`)."""
+
+    def __init__(self, host, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.host, self.viewer = host, host.viewer
+        self.texts: TextCache | None = None
+        self.output: TextOutput | None = None
+        self.messages: list[str] = []
+        self._state = RunControl()
+        self._reason: str | None = NO_MODEL
+
+        self.explain = QLabel(NO_MODEL, wordWrap=True)
+        self.concepts = QLineEdit(placeholderText="nucleus, mitochondrion")
+        self.concepts.setToolTip("Comma-separated noun phrases; each becomes its own class.")
+        self.concepts.returnPressed.connect(self.run)
+        self.use_boxes = QCheckBox("Rectangles in 'SAM boxes' are exemplars on their slice")
+        self.positive = QRadioButton("Positive", checked=True)
+        self.negative = QRadioButton("Negative")
+        self.positive.toggled.connect(lambda _on: self._polarity())
+        self.use_boxes.toggled.connect(lambda _on: self._polarity())
+        self.floor = FloorControl()
+        self.scope = ScopeControl()
+        self.min_size = QSpinBox(minimum=0, maximum=10**8, suffix=" px")
+        self.fill_holes = QCheckBox("Fill holes")
+        self.target = QComboBox()
+        self.run_button = QPushButton("Run")
+        self.run_button.clicked.connect(self.run)
+        self.cancel_button = QPushButton("Cancel", enabled=False)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.progress = QProgressBar(visible=False)
+        self.status = QLabel("", wordWrap=True)
+
+        polarity = QHBoxLayout()
+        for w in (self.positive, self.negative, QLabel("(next boxes drawn)")):
+            polarity.addWidget(w)
+        size = QHBoxLayout()
+        size.addWidget(self.min_size)
+        size.addWidget(self.fill_holes)
+        form = QFormLayout()
+        form.addRow("Concepts", self.concepts)
+        form.addRow(self.use_boxes)
+        form.addRow("Exemplars", polarity)
+        form.addRow("Score floor", self.floor)
+        form.addRow("Slices", self.scope)
+        form.addRow("Min size", size)
+        form.addRow("Write to", self.target)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.cancel_button)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.explain)
+        layout.addLayout(form)
+        layout.addLayout(buttons)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addStretch(1)
+        self._controls = (self.concepts, self.floor, self.scope, self.min_size, self.fill_holes,
+                          self.target, self.run_button)
+
+        host.model.loaded.connect(self.refresh)
+        host.image.currentIndexChanged.connect(lambda _i: self.refresh())
+        events = self.viewer.layers.events
+        hooks = [(events.inserted, self._layers_changed), (events.removed, self._layers_changed)]
+        for emitter, callback in hooks:
+            emitter.connect(callback)
+        self.destroyed.connect(partial(_teardown, self._state, hooks))
+        self.refresh()
+
+    # ---- state -------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """Whether a search is in progress."""
+        return self.output is not None
+
+    def refresh(self) -> None:
+        """Re-read the model and image: enable what this bundle can do, explain what it cannot."""
+        adapter = self.host.model.adapter
+        self._reason = None
+        if adapter is None:
+            self._reason = NO_MODEL
+        elif not adapter.has(Capability.TEXT):
+            self._reason = (
+                f"The {adapter.layout} bundle has no language encoder and concept detector, so "
+                "it cannot search by text. Load a SAM 3 concept export (wkentaro, samexporter, "
+                "Autognosi, ComicApp) for the Text tab; clicks and boxes still work.")
+        else:
+            try:
+                self.texts = self._text_cache(adapter)
+            except Sam3OnnxError as exc:
+                self.texts, self._reason = None, str(exc)
+        self.explain.setText(self._reason or "")
+        self.explain.setVisible(self._reason is not None)
+        ok = self._reason is None and not self.running
+        for w in self._controls:
+            w.setEnabled(ok)
+        exemplars = ok and adapter.has(Capability.EXEMPLARS)
+        for w in (self.use_boxes, self.positive, self.negative):
+            w.setEnabled(exemplars)
+        self.use_boxes.setToolTip("" if exemplars or adapter is None else
+                                  f"The {adapter.layout} bundle takes no exemplar boxes.")
+        self.cancel_button.setEnabled(self.running)
+        if adapter is not None:
+            cut = getattr(adapter, "min_score", None)
+            self.floor.set_cut(_CUTS.get(adapter) if cut is None else float(cut))
+        image = self.host.session.image
+        self.scope.set_shape(() if image is None else layers.plane_shape(image)[: image.ndim - 2])
+        self._refresh_targets()
+        lay = self.host.session.layers
+        if lay is not None and EXEMPLAR not in lay.shapes.features:
+            self._polarity()  # another image: its 'SAM boxes' layer has no polarity yet
+
+    def _text_cache(self, adapter) -> TextCache:
+        shared = self.host.session.texts
+        if shared is not None and shared.adapter is adapter:
+            return shared
+        if self.texts is not None and self.texts.adapter is adapter:
+            return self.texts
+        folder = Path(self.host.model.folder.text().strip()).expanduser()
+        return TextCache(adapter, ClipTokenizer.from_folder(folder, adapter.context_length))
+
+    def _layers_changed(self, event=None) -> None:
+        out = self.output
+        if out is not None and event is not None and event.value is out.image:
+            self.cancel()
+            self._say(f"'{out.image.name}' was removed; the search stops after this slice.")
+        self._refresh_targets()
+
+    def _refresh_targets(self) -> None:
+        lay, current = self.host.session.layers, self.target.currentData()
+        choices = target_choices(self.viewer, self.host.session.image,
+                                 None if lay is None else lay.preview)
+        self.target.blockSignals(True)
+        self.target.clear()
+        self.target.addItem(NEW_LAYER, None)
+        for layer in choices:
+            self.target.addItem(layer.name, layer)
+        if current in choices:
+            self.target.setCurrentIndex(choices.index(current) + 1)
+        self.target.blockSignals(False)
+
+    def _polarity(self) -> None:
+        """New rectangles in 'SAM boxes' get the chosen polarity (feature and edge colour)."""
+        lay = self.host.session.layers
+        if lay is not None and self.use_boxes.isChecked():
+            set_exemplar_polarity(lay.shapes, self.positive.isChecked())
+
+    # ---- running -----------------------------------------------------------------------
+    def run(self) -> None:
+        """Start a search with the tab's settings (messages explain what is missing)."""
+        if self.running:
+            return
+        session, adapter = self.host.session, self.host.model.adapter
+        image, encoder = session.image, session.encoder
+        if self._reason is not None or self.texts is None or encoder is None:
+            self._say(self._reason or NO_MODEL)
+            return
+        if image is None:
+            self._say("Choose an image in the widget first.")
+            return
+        try:
+            indices = self.scope.indices(layers.current_index(self.viewer, image))
+            exemplars = {} if not self.use_boxes.isChecked() else plane_exemplars(
+                session.layers.shapes, image, indices, adapter.max_exemplars)
+            concepts = phrases(self.concepts.text(), bool(exemplars))
+        except Sam3OnnxError as exc:
+            self._say(str(exc))
+            return
+        if not concepts:  # exemplars alone: only the planes that have them
+            indices = [i for i in indices if i in exemplars]
+        for message in long_prompt_warnings(self.texts.tokenizer, concepts):
+            self._say(message)
+        version = session._versions.get(image.unique_id, 0)
+        output = TextOutput(self.viewer, image, self.target.currentData(), concepts)
+        run = TextRun(encoder, self.texts, [layers.slice_ref(image, i, version) for i in indices],
+                      concepts, self.floor.value, exemplars, self.min_size.value(),
+                      self.fill_holes.isChecked(), output.first_id, session._locks)
+        self._start(run, output)
+
+    def _start(self, run: TextRun, output: TextOutput) -> None:
+        self.output, self._run = output, run
+        self._state.cancel.clear()
+        self.progress.setRange(0, len(run.refs))
+        self.progress.setValue(0)
+        self.progress.setVisible(True)
+        self.refresh()
+        self._say(f"Searching {len(run.refs)} slice(s) of '{output.image.name}' for "
+                  f"{', '.join(run.concepts) or 'the exemplars'}...")
+        self._state.worker = create_worker(
+            iter_run, run, self._state.cancel,
+            _progress={"total": len(run.refs), "desc": "SAM text search"},
+            _connect={"yielded": self._on_slice, "errored": self._on_error,
+                      "finished": self._on_finished},
+            _ignore_errors=True, _start_thread=True)
+
+    def cancel(self) -> None:
+        """Stop after the slice in progress; finished slices are kept."""
+        if self.running:
+            self._state.stop()
+            self._say("Cancelling: the slice in progress finishes first.")
+
+    def _on_slice(self, done: SliceDone) -> None:
+        out = self.output
+        if out is None:
+            return
+        if done.min_score is not None:
+            _CUTS[self._run.encoder.adapter] = done.min_score
+            if self.floor.cut != done.min_score:
+                self.floor.set_cut(done.min_score)
+        if not out.add(done.index, done.result):
+            self._state.stop()
+            self._say(f"'{out.layer.name}' was removed; the search stopped.")
+            return
+        self.progress.setValue(done.done)
+        self.status.setText(f"{layers.index_label(out.image, done.index)}: "
+                            f"{len(done.result.instances)} instance(s); "
+                            f"{done.done} of {done.total} slice(s) done.")
+
+    def _on_error(self, exc: BaseException) -> None:
+        self._say(workers.describe(exc))
+
+    def _on_finished(self) -> None:
+        out, run = self.output, self._run
+        if out is None:
+            return
+        written = out.finish()
+        self._say(summary(out, written, len(run.refs), run.concepts, run.floor))
+        self.output = None
+        self.progress.setVisible(False)
+        self.refresh()
+
+    def _say(self, message: str) -> None:
+        self.messages = [*self.messages[-49:], message]
+        self.status.setText(message)
+        self.host._notify(message)
+
+
+def _teardown(state: RunControl, hooks, _obj=None) -> None:
+    """The tab is gone: stop its search and stop listening to the viewer."""
+    state.stop()
+    for emitter, callback in hooks:
+        emitter.disconnect(callback)
