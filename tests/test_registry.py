@@ -5,6 +5,7 @@ import re
 import pytest
 
 from napari_sam3_onnx.models import registry
+from napari_sam3_onnx.models.known_bundles import CLIP_BPE
 from napari_sam3_onnx.models.registry import (
     KNOWN_BUNDLES,
     BundleSpec,
@@ -54,7 +55,9 @@ def test_bundle_is_well_formed(spec: BundleSpec):
         assert f.name and "/" not in f.name and "\\" not in f.name
         assert f.sha256 is None or HEX64.fullmatch(f.sha256)
         assert f.size is None or f.size > 0
-        if f.url:
+        if f == CLIP_BPE:  # shared file from another source: pinned by hash and size
+            assert f.sha256 and f.size
+        elif f.url:
             prefix = f"https://huggingface.co/{spec.source_repo}/resolve/{spec.revision}/"
             assert f.url.startswith(prefix), f.url
             assert f.url.endswith(f.name)
@@ -82,8 +85,14 @@ def test_wkentaro_v03_matches_the_hashes_osam_pins():
     )
     # osam pins no external-data file for the decoder; the graph carries its weights.
     assert "sam3_decoder.onnx.data" not in by_name
-    assert sum(f.sha256 is not None for f in spec.files) == 5
+    assert sum(f.sha256 is not None for f in spec.files if f != CLIP_BPE) == 5
     assert spec.downloadable
+
+
+def test_downloadable_text_bundles_bring_the_clip_vocabulary():
+    for spec in KNOWN_BUNDLES:
+        if "text" in spec.capabilities and spec.downloadable:
+            assert CLIP_BPE in spec.files, spec.id
 
 
 def test_hf_tracker_files_come_from_the_onnx_subfolder_and_are_stored_flat():

@@ -31,6 +31,16 @@ def _unpublished(*names: str) -> tuple[FileSpec, ...]:
     return tuple(FileSpec(name, "") for name in names)
 
 
+#: CLIP's BPE merges, which SAM 3's text prompts need and no SAM 3 ONNX repo ships. The SHA-256 and
+#: size are those of the identical copy inside the osam 0.8.1 wheel (measured); the hash is
+#: checked after download, so the unpinned branch cannot slip in a different file.
+CLIP_BPE = FileSpec(
+    "bpe_simple_vocab_16e6.txt.gz",
+    "https://github.com/openai/CLIP/raw/main/clip/bpe_simple_vocab_16e6.txt.gz",
+    "924691ac288e54409236115652ad4aa250f48203de50a9e4722a6ecd48d6804a",
+    1356917,
+)
+
 _WK3_REPO = "wkentaro/sam3-onnx-models-v0.3.0"
 _WK3_REV = "895f3980b24a88249898cbe5a44571b15dec2a7f"
 _WK3_FILES = _hub_files(
@@ -122,7 +132,7 @@ KNOWN_BUNDLES: tuple[BundleSpec, ...] = (
         id="wkentaro-v0.3",
         title="SAM 3 concept search (wkentaro v0.3.0, fp32)",
         layout="wkentaro-v0.3",
-        files=_WK3_FILES,
+        files=(*_WK3_FILES, CLIP_BPE),
         source_repo=_WK3_REPO,
         revision=_WK3_REV,
         licence_name=SAM_LICENSE,
@@ -158,7 +168,7 @@ KNOWN_BUNDLES: tuple[BundleSpec, ...] = (
         id="samexporter-0.5",
         title="SAM 3 concept search, raw heads (samexporter 0.5.0)",
         layout="samexporter-0.5",
-        files=_SX_FILES,
+        files=(*_SX_FILES, CLIP_BPE),
         source_repo=_SX_REPO,
         revision="main",
         licence_name=SAM_LICENSE,
