@@ -10,7 +10,6 @@ cancel); :class:`~napari_sam3_onnx._napari.text_output.TextOutput` writes finish
 
 from __future__ import annotations
 
-import weakref
 from functools import partial
 from pathlib import Path
 
@@ -49,8 +48,6 @@ from .text_run import RunControl, SliceDone, TextRun, iter_run
 NEW_LAYER = "new layer per run"
 NO_MODEL = "Load a SAM 3 concept bundle (wkentaro, samexporter, Autognosi or ComicApp export) " \
            "above to search by text."
-#: Score cuts learnt from the detections of each adapter (when it does not declare one).
-_CUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class TextPanel(QWidget):
@@ -156,8 +153,7 @@ class TextPanel(QWidget):
                                   f"The {adapter.layout} bundle takes no exemplar boxes.")
         self.cancel_button.setEnabled(self.running)
         if adapter is not None:
-            cut = getattr(adapter, "min_score", None)
-            self.floor.set_cut(_CUTS.get(adapter) if cut is None else float(cut))
+            self.floor.set_cut(float(adapter.min_score))
         image = self.host.session.image
         self.scope.set_shape(() if image is None else layers.plane_shape(image)[: image.ndim - 2])
         self._refresh_targets()
@@ -259,7 +255,6 @@ class TextPanel(QWidget):
         if out is None:
             return
         if done.min_score is not None:
-            _CUTS[self._run.encoder.adapter] = done.min_score
             if self.floor.cut != done.min_score:
                 self.floor.set_cut(done.min_score)
         if not out.add(done.index, done.result):

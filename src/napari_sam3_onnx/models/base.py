@@ -171,6 +171,14 @@ class SamAdapter:
         raise NotImplementedError
 
     @property
+    def min_score(self) -> float:
+        """The score cut the detector applies inside its graph (0.0: raw heads, no cut).
+
+        A caller's confidence floor below it has no effect (wkentaro's exports bake in 0.5).
+        """
+        return 0.0
+
+    @property
     def accepts_mask_input(self) -> bool:
         """Whether :meth:`predict_masks` can take a previous low-res mask as a prompt."""
         return False

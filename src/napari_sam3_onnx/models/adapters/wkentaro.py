@@ -68,6 +68,10 @@ class WkentaroV03Adapter(WkFamilyAdapter):
         missing_graphs(cls.layout, decoder, roles, WANTED, graphs)
         return {**roles, "decoder": decoder}  # type: ignore[dict-item]
 
+    @property
+    def min_score(self) -> float:  # noqa: D102
+        return BAKED_SCORE_CUT
+
     def _detections(self, out: Mapping[str, np.ndarray]) -> Detections:
         scores = np.asarray(out["scores"], np.float32).reshape(-1)
         n = scores.shape[0]
