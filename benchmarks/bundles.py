@@ -93,9 +93,11 @@ def build_test_bundles(root: Path, geometry: str, names: list[str] | None = None
     return out
 
 
-def open_one(name: str, folder: Path, provider: str, geometry: str, test: bool) -> Bundle:
-    """Open ``folder`` on ``provider`` (``"auto"`` or a provider name)."""
-    config = RuntimeConfig(providers=provider if provider == "auto" else (provider,))
+def open_one(name: str, folder: Path, provider: str, geometry: str, test: bool,
+             threads: int = 0) -> Bundle:
+    """Open ``folder`` on ``provider`` (``"auto"`` or a provider name), ``threads`` per op."""
+    config = RuntimeConfig(providers=provider if provider == "auto" else (provider,),
+                           intra_op_threads=threads)
     adapter = open_bundle(folder, config)
     label = name if test else f"{adapter.layout} ({folder.name})"
     return Bundle(label, folder, adapter, provider, geometry, test)

@@ -7,7 +7,11 @@ exactly those calls, interleaved.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
@@ -18,7 +22,7 @@ from napari_sam3_onnx.engine.propagate_stack import propagate_stack
 from napari_sam3_onnx.engine.propagation_types import Seed
 from napari_sam3_onnx.models.base import Capability
 
-from .bundles import Bundle, Stack, used_provider
+from .bundles import Bundle, Stack, make_stack, open_one, used_provider
 from .report import Row
 from .timing import Recorder, interleaved
 
@@ -118,11 +122,13 @@ def propagation(bundle: Bundle, stack: Stack, n: int, reps: int) -> Row | None:
                 method=res.method, encoder_calls=res.encoder_calls).judge()
 
 
-def _rss() -> int | None:
+def _status_kb(field: str) -> int | None:
+    """A ``/proc/self/status`` field in bytes (Linux; None elsewhere)."""
     try:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) * 1024
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
     except OSError:
         return None
     return None
@@ -138,40 +144,62 @@ def _reset_peak() -> bool:
         return False
 
 
-def _hwm() -> int | None:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM"):
-            return int(line.split()[1]) * 1024
-    return None
+def measure_peak(folder: Path, test: bool, provider: str, n: int,
+                 shape: tuple[int, int]) -> dict:
+    """In this (fresh) process: one propagation over ``n`` planes, its peak memory.
+
+    Sessions are loaded first (a 2-plane propagation), then the peak-RSS mark is reset and
+    the ``n``-plane run is measured twice: peak RSS above the RSS before it (Linux) and, in a
+    second run, the peak of numpy / Python allocations (tracemalloc).
+    """
+    bundle = open_one(folder.name, folder, provider, "-", test)
+    stack = make_stack(n, shape)
+    _propagate(bundle, stack, 2)
+    before = _status_kb("VmRSS")
+    ok = _reset_peak() and before is not None
+    _propagate(bundle, stack, n)
+    hwm = _status_kb("VmHWM")
+    tracemalloc.start()
+    _propagate(bundle, stack, n)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"rss_peak_above_start": (hwm - before) if ok and hwm else None,
+            "tracemalloc_peak": int(peak)}
+
+
+def _peak_in_child(bundle: Bundle, n: int, shape: tuple[int, int]) -> dict:
+    cmd = [sys.executable, "-m", "benchmarks.cases_engine", str(bundle.folder),
+           "test" if bundle.test_graphs else "real", bundle.provider, str(n), *map(str, shape)]
+    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          text=True, timeout=1800, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def propagation_memory(bundle: Bundle, stack: Stack, n: int) -> Row | None:
-    """Peak memory of one propagation over ``n`` and ``2n`` planes (cold cache).
+    """Peak memory of one propagation over ``n`` and ``2n`` planes, each in a fresh process.
 
-    Two measures: the peak of numpy / Python allocations (tracemalloc: the engine's own arrays,
-    embeddings included) and, on Linux, the process's peak RSS above its RSS before the run
-    (onnxruntime's buffers included).
+    Two measures: the process's peak RSS above its RSS before the run (Linux; onnxruntime's
+    buffers included) and the peak of numpy / Python allocations (tracemalloc: the engine's
+    own arrays, embeddings included). The difference between ``2n`` and ``n`` per plane is
+    what each further plane costs.
     """
-    if not bundle.adapter.has(Capability.CLICKS) or stack.data.shape[0] < 2 * n:
+    if not bundle.adapter.has(Capability.CLICKS):
         return None
-    _propagate(bundle, stack, n)  # sessions loaded, arenas warm
-    out = {}
-    for count in (n, 2 * n):
-        before = _rss()
-        rss_ok = _reset_peak() and before is not None
-        tracemalloc.start()
-        _propagate(bundle, stack, count)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        out[count] = {"tracemalloc_peak": int(peak),
-                      "rss_peak_above_start": (_hwm() - before) if rss_ok else None}
+    shape = tuple(int(x) for x in stack.data.shape[1:])
+    out = {count: _peak_in_child(bundle, count, shape) for count in (n, 2 * n)}
     a, b = out[n], out[2 * n]
-    per_slice = (b["tracemalloc_peak"] - a["tracemalloc_peak"]) / n
+    per_plane = (b["tracemalloc_peak"] - a["tracemalloc_peak"]) / n
     rss = ("" if a["rss_peak_above_start"] is None else
            f"; peak RSS +{a['rss_peak_above_start'] / 2**20:.0f} / "
            f"+{b['rss_peak_above_start'] / 2**20:.0f} MiB")
     note = (f"numpy peak N={n}: {a['tracemalloc_peak'] / 2**20:.1f} MiB, "
             f"2N={2 * n}: {b['tracemalloc_peak'] / 2**20:.1f} MiB{rss}")
     return Row("propagation-memory", bundle.name, used_provider(bundle), bundle.geometry,
-               value=per_slice / 2**20, unit="MiB/plane", note=note,
-               extra={"by_n": out, "per_slice_bytes": per_slice})
+               value=per_plane / 2**20, unit="MiB/plane", note=note,
+               extra={"by_n": out, "per_plane_bytes": per_plane})
+
+
+if __name__ == "__main__":  # the child process of propagation_memory
+    folder, kind, provider, count, rows, cols = sys.argv[1:7]
+    print(json.dumps(measure_peak(Path(folder), kind == "test", provider, int(count),
+                                  (int(rows), int(cols)))))

@@ -64,6 +64,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--slices", type=int, help="N, the planes of the stack cases")
     p.add_argument("--shape", type=int, nargs=2, metavar=("ROWS", "COLS"),
                    help="plane size of the synthetic uint16 stack")
+    p.add_argument("--threads", type=int, default=0,
+                   help="onnxruntime intra-op threads (0: onnxruntime decides, as the plugin)")
     p.add_argument("--json", type=Path, help=f"write here instead of {RESULTS}/<host>-<date>")
     p.add_argument("--markdown", type=Path, help="also write the table as markdown here")
     args = p.parse_args(argv)
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, provider in enumerate(provider_sweep(args.providers)):
             for name, folder, test in folders:
                 bundle = open_one(name, folder, provider, args.geometry if test else "real",
-                                  test)
+                                  test, args.threads)
                 try:
                     rows += engine_rows(bundle, stack, args, i == 0, bundle_reps=not test)
                 finally:
