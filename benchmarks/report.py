@@ -115,6 +115,8 @@ def environment() -> dict:
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
+        "loadavg_1_5_15": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg")
+        else None,
         "onnxruntime": onnxruntime.__version__,
         "onnxruntime_providers": onnxruntime.get_available_providers(),
         "numpy": numpy.__version__,

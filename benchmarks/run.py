@@ -151,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
             rows += gui_rows(args, [b.resolve() for b in args.bundle])
     elapsed = time.perf_counter() - t0
     env = environment()
-    head = (f"{env['host']}: {env['cpus']} CPUs ({env['processor']}), onnxruntime "
+    load = env["loadavg_1_5_15"]
+    head = (f"{env['host']}: {env['cpus']} CPUs ({env['processor']}, load at the end "
+            f"{load[0] if load else '?'}), onnxruntime "
             f"{env['onnxruntime']}, geometry {args.geometry}, plane {args.shape[0]}x"
             f"{args.shape[1]} uint16, N={args.slices}, {args.reps}/{args.stack_reps} reps")
     print(head)
