@@ -23,8 +23,15 @@ def _text(host: QWidget) -> QWidget:
     return TextPanel(host)
 
 
+def _propagate(host: QWidget) -> QWidget:
+    from .propagation_panel import PropagationPanel
+
+    return PropagationPanel(host)
+
+
 def extra_panels() -> list[tuple[str, PanelFactory]]:
     """The workflow tabs, in order."""
     return [
         ("Text", _text),
+        ("Propagate", _propagate),
     ]

@@ -1,0 +1,232 @@
+"""One propagation run off the Qt thread, its slices written on the Qt thread as they come.
+
+The engine's :func:`~napari_sam3_onnx.engine.propagation.propagate` runs in a worker; its
+``on_slice`` and ``progress`` callbacks emit Qt signals, which Qt queues to the thread the
+:class:`PropagationRunner` lives in (the Qt thread), where :class:`RunWriter` writes each slice
+into the target layer. When the worker ends - done, cancelled or failed - the run is closed as one
+undo step and :attr:`PropagationRunner.done` reports the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field, replace
+
+from napari.layers import Image, Labels
+from qtpy.QtCore import QObject, Signal
+
+from ..engine.encoding import SliceEncoder, SliceRef
+from ..engine.interactive import Prompt
+from ..engine.propagation import propagate
+from ..engine.propagation_types import Direction, PropagationResult, Seed
+from ..models.base import SamAdapter
+from . import layers, workers
+from .propagation_seeds import merge_seeds
+from .propagation_writer import RunWriter, lead_index
+
+
+@dataclass
+class RunSpec:
+    """What to propagate and where to write it.
+
+    Attributes
+    ----------
+    image, target : napari layers
+        The image walked and the Labels layer written.
+    axis : int
+        The leading axis walked; ``fixed`` holds the other leading axes' indices, in order.
+    seeds : dict[int, list[Seed]]
+        Per object id (the label value written), its seed slices.
+    direction, index_range, stop_after
+        As in :func:`~napari_sam3_onnx.engine.propagation.propagate`.
+    overwrite : bool
+        Write over other objects' pixels.
+    replace : frozenset of int
+        Objects whose earlier pixels this run replaces (a re-propagation from corrections).
+    previous : dict[int, set[int]]
+        For ``replace`` objects: the slices the earlier run wrote them on (cleared where this
+        run, if it completes, no longer reaches).
+    """
+
+    image: Image
+    target: Labels
+    axis: int
+    fixed: tuple[int, ...]
+    seeds: dict[int, list[Seed]]
+    direction: Direction = "both"
+    index_range: tuple[int, int] | None = None
+    stop_after: int | None = 2
+    overwrite: bool = False
+    replace: frozenset[int] = frozenset()
+    previous: dict[int, set[int]] = field(default_factory=dict)
+
+
+class LastRun:
+    """The tab's last run, kept so a correction can re-run its objects with one more seed.
+
+    Attributes
+    ----------
+    spec : RunSpec or None
+        The last run (its seeds updated by every re-run from corrections).
+    slices : dict[int, set[int]]
+        Per object, the slices its current result lies on.
+    """
+
+    def __init__(self) -> None:
+        self.spec: RunSpec | None = None
+        self.slices: dict[int, set[int]] = {}
+
+    def remember(self, spec: RunSpec, slices: Mapping[int, set[int]], complete: bool) -> None:
+        """Record a finished run (``complete``: not cancelled, no error)."""
+        if spec.replace and self.spec is not None:  # a re-run: update the corrected objects
+            self.spec.seeds.update(spec.seeds)
+            for oid in spec.replace:
+                old = set() if complete else self.slices.get(oid, set())
+                self.slices[oid] = old | set(slices.get(oid, set()))
+            return
+        self.spec = spec
+        self.slices = {oid: set(s) for oid, s in slices.items()}
+
+    def correction(self, now: RunSpec, fixes: Mapping[int, Prompt], k: int) -> RunSpec:
+        """The re-run for corrections ``fixes`` (object id -> prompt) on slice ``k``.
+
+        ``now`` is a spec from the tab's current controls: it must be on the last run's image,
+        target, axis and position; its overwrite choice is used, everything else is the last
+        run's. Raises ``ValueError`` (with a message for people) otherwise.
+        """
+        last = self.spec
+        if last is None:
+            raise ValueError("Run a propagation first, then fix a slice with clicks.")
+        if (now.image, now.target, now.axis, now.fixed) != (
+                last.image, last.target, last.axis, last.fixed):
+            raise ValueError("Corrections go on the image, target layer and axis of the last "
+                             "run (and the same position on other axes).")
+        seeds = merge_seeds(last.seeds, {o: Seed(k, prompt=p) for o, p in fixes.items()})
+        return replace(last, seeds=seeds, overwrite=now.overwrite, replace=frozenset(seeds),
+                       previous={o: set(self.slices.get(o, ())) for o in seeds})
+
+    def forget(self, layer) -> None:
+        """Drop the record if ``layer`` (removed from the viewer) was its image or target."""
+        if self.spec is not None and layer in (self.spec.image, self.spec.target):
+            self.spec, self.slices = None, {}
+
+
+class LockedEncoder:
+    """A :class:`SliceEncoder` whose encodes take the click session's per-slice locks.
+
+    So a slice the click preview is encoding right now is waited for, not encoded twice.
+    """
+
+    def __init__(self, encoder: SliceEncoder, locks: workers.SingleFlight | None) -> None:
+        self.encoder, self.locks = encoder, locks
+
+    @property
+    def encoder_calls(self) -> int:
+        """Encodes done by the wrapped encoder (all users of it)."""
+        return self.encoder.encoder_calls
+
+    def embed(self, ref: SliceRef):
+        """The slice's embedding (cached, or encoded once under its lock)."""
+        if self.locks is None:
+            return self.encoder.embed(ref)
+        with self.locks.hold(self.encoder.key(ref)):
+            return self.encoder.embed(ref)
+
+    def __getattr__(self, name: str):
+        return getattr(self.encoder, name)
+
+
+def slice_refs(spec: RunSpec, data_version: Hashable) -> list[SliceRef]:
+    """One reference per position along the walked axis (keys shared with the click cache)."""
+    n = layers.plane_shape(spec.image)[spec.axis]
+    return [layers.slice_ref(spec.image, lead_index(spec.axis, spec.fixed, k), data_version)
+            for k in range(n)]
+
+
+class PropagationRunner(QObject):
+    """Runs one propagation at a time for the Propagate tab.
+
+    Signals
+    -------
+    slice_written(int)
+        A slice arrived and was written (its index along the axis).
+    progressed(int, int)
+        ``(done, total)`` slices of the passes.
+    done(object, object)
+        ``(PropagationResult or None, exception or None)`` after the run was closed (its spec
+        is then :attr:`finished_spec`).
+    """
+
+    slice_written = Signal(int)
+    progressed = Signal(int, int)
+    done = Signal(object, object)
+    _slice = Signal(int, object)
+    _progress = Signal(int, int)
+
+    def __init__(self, viewer, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.viewer = viewer
+        self.spec: RunSpec | None = None
+        self.finished_spec: RunSpec | None = None
+        self.writer: RunWriter | None = None
+        self.result: PropagationResult | None = None
+        self.error: BaseException | None = None
+        self._cancel = False
+        self._slice.connect(self._on_slice)
+        self._progress.connect(self.progressed.emit)
+
+    @property
+    def running(self) -> bool:
+        """A run is in progress."""
+        return self.spec is not None
+
+    def cancel(self) -> None:
+        """Ask the run to stop before its next slice (what is done stays written)."""
+        self._cancel = True
+
+    def start(self, spec: RunSpec, adapter: SamAdapter, encoder, refs: list[SliceRef]) -> None:
+        """Start ``spec`` in a worker (one run at a time)."""
+        if self.running:
+            raise RuntimeError("a propagation is already running")
+        self.spec, self.result, self.error, self._cancel = spec, None, None, False
+        self.writer = RunWriter(spec.target, spec.axis, spec.fixed, spec.overwrite, spec.replace)
+        workers.start(
+            propagate, adapter, encoder, refs, spec.seeds, spec.direction, spec.index_range,
+            spec.stop_after, self._progress.emit, lambda: self._cancel, self._slice.emit,
+            0, False,
+            on_result=self._on_result, on_error=self._on_error, on_finish=self._on_finish)
+
+    def start_for(self, session, adapter: SamAdapter, spec: RunSpec) -> None:
+        """Start ``spec`` on the click session's encoder, cache keys and per-slice locks."""
+        version = getattr(session, "_versions", {}).get(spec.image.unique_id, 0)
+        encoder = LockedEncoder(session.encoder, getattr(session, "_locks", None))
+        self.start(spec, adapter, encoder, slice_refs(spec, version))
+
+    # ---- Qt thread -------------------------------------------------------------------
+    def _on_slice(self, k: int, outputs: dict) -> None:
+        spec, writer = self.spec, self.writer
+        if spec is None or writer is None:
+            return
+        if spec.target not in self.viewer.layers or spec.image not in self.viewer.layers:
+            self._cancel = True  # the layers are gone: stop; nothing more is written
+            return
+        writer.write(k, outputs)
+        self.slice_written.emit(int(k))
+
+    def _on_result(self, result: PropagationResult) -> None:
+        self.result = result
+
+    def _on_error(self, exc: BaseException) -> None:
+        self.error = exc
+
+    def _on_finish(self) -> None:
+        spec, writer, result = self.spec, self.writer, self.result
+        if spec is None or writer is None:
+            return
+        if result is not None and not result.cancelled and spec.target in self.viewer.layers:
+            for oid in spec.replace:  # slices the earlier run reached and this one did not
+                for k in sorted(spec.previous.get(oid, set()) - writer.slices.get(oid, set())):
+                    writer.clear(k, [oid])
+        writer.finish()
+        self.spec, self.finished_spec = None, spec
+        self.done.emit(result, self.error)

@@ -1,0 +1,157 @@
+"""Writing a propagation into the user's Labels layer: slice by slice, then one undo step.
+
+Each slice is written into ``target.data`` as soon as it arrives (so the user watches the
+objects appear) and every changed pixel is recorded. When the run ends (finished, cancelled or
+failed) :meth:`RunWriter.finish` turns the whole run into **one** undo step: it puts back the
+original values of the pixels that still hold what the run wrote and writes them again through
+``Labels.data_setitem`` inside ``Labels.block_history()`` - the layer's own undoable path, so
+one ``layer.undo()`` (Ctrl+Z) removes the run. Pixels the user painted over during the run keep
+the user's paint and are left out of the undo step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+import numpy as np
+from napari.layers import Labels
+
+from ..engine.propagate_stack import LabelWriter
+from ..engine.track_steps import SliceOutput
+
+
+def lead_index(axis: int, fixed: tuple[int, ...], k: int) -> tuple[int, ...]:
+    """The full leading index of slice ``k`` along ``axis``, the other axes at ``fixed``."""
+    index = [int(i) for i in fixed]
+    index.insert(int(axis), int(k))
+    return tuple(index)
+
+
+def owner_plane(outputs: Mapping[int, SliceOutput], shape: tuple[int, int]) -> np.ndarray:
+    """``(rows, cols)`` int32 plane of object ids (0: none) for one slice's outputs.
+
+    Where several objects claim a pixel it goes to the highest upsampled logit (the engine's
+    :class:`~napari_sam3_onnx.engine.propagate_stack.LabelWriter` rule).
+    """
+    plane = np.zeros((1, *shape), np.int32)
+    LabelWriter(plane)(0, outputs)
+    return plane[0]
+
+
+class RunWriter:
+    """Writes one propagation run into ``target`` along one axis of its leading axes.
+
+    Parameters
+    ----------
+    target : napari.layers.Labels
+        The user's labels (the image's shape without a colour axis).
+    axis : int
+        The leading axis the run walks.
+    fixed : tuple of int
+        Indices of the other leading axes, in order.
+    overwrite : bool
+        Replace other objects' pixels (off: only background and the object's own pixels).
+    replace : collection of int
+        Objects whose earlier pixels are cleared on each slice the run gives them an output
+        (a re-propagation from corrections replaces, never layers on top).
+
+    Attributes
+    ----------
+    slices : dict[int, set[int]]
+        Per object id, the slices the run gave it an output on (present or not).
+    written : set[int]
+        Slices where at least one pixel changed.
+    """
+
+    def __init__(self, target: Labels, axis: int, fixed: tuple[int, ...], overwrite: bool,
+                 replace: Collection[int] = ()) -> None:
+        self.target, self.axis, self.fixed = target, int(axis), tuple(int(i) for i in fixed)
+        self.overwrite, self.replace = bool(overwrite), frozenset(int(i) for i in replace)
+        self.slices: dict[int, set[int]] = {}
+        self.written: set[int] = set()
+        self._flat: list[np.ndarray] = []
+        self._before: list[np.ndarray] = []
+        self._after: list[np.ndarray] = []
+        self.closed = False
+
+    def lead(self, k: int) -> tuple[int, ...]:
+        """The full leading index of slice ``k`` along the walked axis."""
+        return lead_index(self.axis, self.fixed, k)
+
+    def write(self, k: int, outputs: Mapping[int, SliceOutput]) -> None:
+        """Write slice ``k``'s outputs (``{object id: SliceOutput}``)."""
+        if self.closed or not outputs:
+            return
+        for oid in outputs:
+            self.slices.setdefault(int(oid), set()).add(int(k))
+        lead = self.lead(k)
+        plane = np.array(self.target.data[lead])  # a copy, not a view
+        owner = owner_plane(outputs, plane.shape)
+        new = plane.copy()
+        for oid in set(outputs) & self.replace:
+            new[plane == oid] = 0
+        ok = owner > 0
+        if not self.overwrite:
+            ok &= (new == 0) | (new == owner)
+        new[ok] = owner[ok]
+        self._apply(k, lead, plane, new)
+
+    def clear(self, k: int, ids: Collection[int]) -> None:
+        """Remove objects ``ids`` from slice ``k`` (a re-run's slices it no longer reaches)."""
+        if self.closed:
+            return
+        lead = self.lead(k)
+        plane = np.array(self.target.data[lead])  # a copy, not a view
+        new = np.where(np.isin(plane, list(ids)), 0, plane).astype(plane.dtype)
+        self._apply(k, lead, plane, new)
+
+    def _apply(self, k: int, lead: tuple[int, ...], plane: np.ndarray, new: np.ndarray) -> None:
+        changed = new != plane
+        if not changed.any():
+            return
+        rows, cols = np.nonzero(changed)
+        idx = (*(np.full(rows.shape, i, np.intp) for i in lead), rows, cols)
+        self.target.data[idx] = new[changed]
+        self._flat.append(np.ravel_multi_index(idx, self.target.data.shape))
+        self._before.append(plane[changed])
+        self._after.append(new[changed])
+        self.written.add(int(k))
+        self.target.refresh()
+
+    @property
+    def changed_pixels(self) -> int:
+        """Pixels written so far (a pixel written twice counts twice)."""
+        return int(sum(len(f) for f in self._flat))
+
+    def finish(self) -> int:
+        """Make everything written one undo step on the target; returns the pixels in it.
+
+        Safe to call more than once (later calls do nothing).
+        """
+        if self.closed:
+            return 0
+        self.closed = True
+        if not self._flat:
+            return 0
+        flat = np.concatenate(self._flat)
+        before, after = np.concatenate(self._before), np.concatenate(self._after)
+        self._flat, self._before, self._after = [], [], []
+        # A pixel written twice: its value before the run is its first "before", its value
+        # now its last "after".
+        keys, first = np.unique(flat, return_index=True)
+        _, last_rev = np.unique(flat[::-1], return_index=True)
+        orig, final = before[first], after[len(flat) - 1 - last_rev]
+        data = self.target.data
+        idx = np.unravel_index(keys, data.shape)
+        ours = np.asarray(data[idx]) == final  # the user did not paint over it meanwhile
+        idx = tuple(a[ours] for a in idx)
+        orig, final = orig[ours], final[ours]
+        if not len(final):
+            return 0
+        data[idx] = orig
+        with self.target.block_history():
+            for value in np.unique(final):
+                sel = final == value
+                self.target.data_setitem(tuple(a[sel] for a in idx), int(value), refresh=False)
+        self.target.refresh()
+        return len(final)
