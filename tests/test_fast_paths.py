@@ -200,3 +200,22 @@ def test_label_writer_single_object_writes_only_free_pixels():
     want[2, 2] = 9
     np.testing.assert_array_equal(labels[1], want)
     assert not labels[0].any()
+
+
+def test_autognosi_prepares_one_feed_for_both_encoders(tmp_path, monkeypatch):
+    from napari_sam3_onnx.models.adapters import autognosi
+    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.testing.autognosi import build_autognosi
+
+    adapter = open_bundle(build_autognosi(tmp_path))
+    rgb = np.random.default_rng(5).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    before = adapter.encode(rgb)
+    calls = []
+    real = autognosi.encoder_feed
+    monkeypatch.setattr(autognosi, "encoder_feed",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    after = adapter.encode(rgb)
+    assert len(calls) == 1
+    assert before.features.keys() == after.features.keys()
+    for name in before.features:
+        np.testing.assert_array_equal(before.features[name], after.features[name])

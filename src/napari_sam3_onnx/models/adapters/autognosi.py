@@ -143,10 +143,13 @@ class AutognosiAdapter(SamAdapter):
     def encode(self, rgb: np.ndarray) -> Embedding:
         """Run both image encoders on a ``(rows, cols, 3)`` uint8 RGB image."""
         features: dict[str, np.ndarray] = {}
+        feeds: dict[tuple, np.ndarray] = {}  # both encoders usually take the same image feed
         for role, info, names in (("vision_encoder", self._vision, FPN),
                                   ("tracker_encoder", self._tracker, EMBEDDINGS)):
-            feed = encoder_feed(rgb, info, self.layout, self._name(role))
-            features.update(as_float32(self.sessions[role].run(names, {info.name: feed})))
+            key = (info.dtype, info.rank, tuple(info.shape))
+            if key not in feeds:
+                feeds[key] = encoder_feed(rgb, info, self.layout, self._name(role))
+            features.update(as_float32(self.sessions[role].run(names, {info.name: feeds[key]})))
         return Embedding(features, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
 
     def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
