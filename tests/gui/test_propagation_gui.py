@@ -56,9 +56,11 @@ def click(qtbot, viewer, w, z, rc, commit=True):
     viewer.dims.set_current_step(0, z)
     w.session.layers.points.add([z, *rc])
     settle(qtbot, w.session)
-    if commit:
-        return w.commit()
-    return []
+    if not commit:
+        return []
+    ids = w.commit()
+    settle(qtbot, w.session)
+    return ids
 
 
 def run_and_wait(qtbot, panel, start=None, timeout=15000):
@@ -189,8 +191,10 @@ def test_cancel_keeps_finished_slices_and_one_undo_removes_the_run(
 def test_preview_object_is_carried_under_a_new_id(make_widget, qtbot, pagarcia_bundle):
     viewer, w, panel = open_tab(make_widget, scene(BLOB_A, BLOB_B), pagarcia_bundle)
     click(qtbot, viewer, w, 3, centre(BLOB_A, 3))  # id 1
-    click(qtbot, viewer, w, 7, centre(BLOB_B, 7), commit=False)
     assert panel.from_preview.isChecked()
+    assert not panel.run()  # committed, so nothing is previewed: a message, no run
+    assert "no previewed object" in panel.status.text() and not panel.running
+    click(qtbot, viewer, w, 7, centre(BLOB_B, 7), commit=False)
     run_and_wait(qtbot, panel)
     lay = w.session.layers
     for z in range(Z):

@@ -96,14 +96,18 @@ def preview_objects(session, index: tuple[int, ...]) -> list[tuple[Prompt, np.nd
     PromptError
         The preview is still being computed, or there is none on this plane.
     """
-    if session.pending or getattr(session, "_applied", None) != session.generation:
-        raise PromptError("The click preview is still being updated; try again when it shows.")
-    last = getattr(session, "_last", {}) if getattr(session, "_shown", None) == tuple(index) \
-        else {}
+    busy = PromptError("The click preview is still being updated; try again when it shows.")
+    if session.pending:
+        raise busy
+    shown = getattr(session, "_shown", None) == tuple(index)
+    last = getattr(session, "_last", {}) if shown else {}
     found = [(prompt, mask.mask) for prompt, mask in last.values() if mask.present]
+    if found and getattr(session, "_applied", None) != session.generation:
+        raise busy  # a newer prompt's result was dropped or is on its way
     if not found:
         raise PromptError("There is no previewed object on this slice: click on an object or "
-                          "draw a box in the 'Clicks & boxes' tab first (do not commit it).")
+                          "draw a box in the 'Clicks & boxes' tab first, or choose label ids "
+                          "or all labels on this slice for objects already committed.")
     return found
 
 
