@@ -188,15 +188,19 @@ def propagation_memory(bundle: Bundle, stack: Stack, n: int) -> Row | None:
     shape = tuple(int(x) for x in stack.data.shape[1:])
     out = {count: _peak_in_child(bundle, count, shape) for count in (n, 2 * n)}
     a, b = out[n], out[2 * n]
-    per_plane = (b["tracemalloc_peak"] - a["tracemalloc_peak"]) / n
-    rss = ("" if a["rss_peak_above_start"] is None else
-           f"; peak RSS +{a['rss_peak_above_start'] / 2**20:.0f} / "
-           f"+{b['rss_peak_above_start'] / 2**20:.0f} MiB")
-    note = (f"numpy peak N={n}: {a['tracemalloc_peak'] / 2**20:.1f} MiB, "
-            f"2N={2 * n}: {b['tracemalloc_peak'] / 2**20:.1f} MiB{rss}")
+    numpy_plane = (b["tracemalloc_peak"] - a["tracemalloc_peak"]) / n
+    rss_a, rss_b = a["rss_peak_above_start"], b["rss_peak_above_start"]
+    rss_plane = None if rss_a is None or rss_b is None else (rss_b - rss_a) / n
+    note = (f"peak RSS above start N={n}: "
+            f"{'?' if rss_a is None else f'{rss_a / 2**20:.0f}'} MiB, 2N={2 * n}: "
+            f"{'?' if rss_b is None else f'{rss_b / 2**20:.0f}'} MiB; numpy (tracemalloc, "
+            f"not onnxruntime's outputs) {a['tracemalloc_peak'] / 2**20:.1f} / "
+            f"{b['tracemalloc_peak'] / 2**20:.1f} MiB = {numpy_plane / 2**20:.1f} MiB/plane")
+    value = (rss_plane if rss_plane is not None else numpy_plane) / 2**20
     return Row("propagation-memory", bundle.name, used_provider(bundle), bundle.geometry,
-               value=per_plane / 2**20, unit="MiB/plane", note=note,
-               extra={"by_n": out, "per_plane_bytes": per_plane})
+               value=value, unit="MiB/plane", note=note,
+               extra={"by_n": out, "rss_per_plane_bytes": rss_plane,
+                      "numpy_per_plane_bytes": numpy_plane})
 
 
 if __name__ == "__main__":  # the child process of propagation_memory
