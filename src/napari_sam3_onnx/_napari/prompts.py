@@ -135,4 +135,4 @@ def with_feedback(
     )
     if not extends:
         return new
-    return Prompt(new.points_rc, new.labels, new.box_rc, result.low_res_logits)
+    return Prompt(new.points_rc, new.labels, new.box_rc, result.low_res_logits, result.region)

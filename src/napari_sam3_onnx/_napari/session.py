@@ -18,7 +18,7 @@ from ..engine.concepts import TextCache
 from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
 from ..models.errors import Sam3OnnxError
-from . import commit, layers, prompts, workers
+from . import commit, fov, layers, prompts, workers
 
 #: Quiet time after the last prompt change before the model runs.
 DEBOUNCE_MS = 150
@@ -48,6 +48,7 @@ class ClickSession:
         self.layers: layers.PromptLayers | None = None
         self.generation = 0
         self.overwrite = self.prefetch = False
+        self.view = fov.ViewMode()  # whole plane, field of view or tiles
         self.messages: list[str] = []
         self._locks = workers.SingleFlight()
         self._versions: dict = {}
@@ -131,9 +132,10 @@ class ClickSession:
             self._clear_preview()
             return
         ref = layers.slice_ref(lay.image, index, self._versions.get(lay.image.unique_id, 0))
-        job = workers.Job(self.generation, ref,
-                          [(o.key, prompts.with_feedback(o, self._last)) for o in objects])
-        encoding = encoder.key(ref) not in encoder.cache
+        ref = self.view.ref(self.viewer, lay.image, ref, [o.prompt for o in objects])
+        job = workers.Job(self.generation, ref, [(o.key, prompts.with_feedback(o, self._last))
+                                                 for o in objects], self.view.tiling)
+        encoding = workers.will_encode(encoder, job)
         if encoding:
             self._encoding += 1
             self.busy(True, f"Encoding {layers.index_label(lay.image, index)} of "

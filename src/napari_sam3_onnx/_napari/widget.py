@@ -27,6 +27,7 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
+from .fov import make_controls
 from .layers import OBJECTS_NAME, plane_shape, set_polarity
 from .model_panel import ModelPanel
 from .panels import extra_panels
@@ -64,6 +65,7 @@ class ClicksWidget(QWidget):
         self.overwrite.toggled.connect(lambda on: setattr(self.session, "overwrite", bool(on)))
         self.prefetch = QCheckBox("Pre-encode neighbouring planes when idle")
         self.prefetch.toggled.connect(lambda on: setattr(self.session, "prefetch", bool(on)))
+        self.fov, self.tile = make_controls(self.session)
         commit = QPushButton("Commit [c]")
         commit.clicked.connect(self.commit)
         clear = QPushButton("Clear [Shift+C]")
@@ -92,7 +94,7 @@ class ClicksWidget(QWidget):
         clicks = QVBoxLayout(clicks_tab)
         clicks.addWidget(box)
         clicks.addWidget(help_text)
-        for w in (self.overwrite, self.prefetch):
+        for w in (self.overwrite, self.prefetch, self.fov, self.tile):
             clicks.addWidget(w)
         clicks.addLayout(buttons)
         clicks.addStretch(1)

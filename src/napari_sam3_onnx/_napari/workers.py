@@ -19,6 +19,8 @@ from ..engine.concepts import TextCache
 from ..engine.detector_box import segment_prompt
 from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
+from ..engine.tiled import first_tile, for_plane, input_side, segment_on
+from ..engine.tiling import TileSettings
 from ..models.errors import PromptError, Sam3OnnxError
 
 log = logging.getLogger(__name__)
@@ -59,11 +61,15 @@ class Job:
         The plane.
     objects : sequence of (key, Prompt)
         The objects to segment.
+    tiling : TileSettings or None
+        Answer prompts on tiles when the plane is large (None: on the whole plane, or on
+        ``ref.region`` when the field of view is encoded).
     """
 
     generation: int
     ref: SliceRef
     objects: Sequence[tuple[tuple, Prompt]]
+    tiling: TileSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -88,20 +94,41 @@ class JobResult:
 def run_job(
     encoder: SliceEncoder, job: Job, locks: SingleFlight, texts: TextCache | None = None
 ) -> JobResult:
-    """Embed the job's plane (from the cache when possible) and segment each object.
+    """Embed the job's plane, view or tiles (from the cache when possible); segment each object.
 
     ``texts`` lets a detector-only bundle answer boxes (SAM 3's "visual" exemplar path).
     """
-    with locks.hold(encoder.key(job.ref)):
-        embedding = encoder.embed(job.ref)
+
+    def embed(ref: SliceRef):
+        with locks.hold(encoder.key(ref)):
+            return encoder.embed(ref)
+
+    if job.tiling is None and job.ref.region is None:  # the whole plane, encoded up front
+        embedding = embed(job.ref)
+
+        def segment(p: Prompt) -> ObjectMask:
+            return segment_prompt(encoder.adapter, embedding, for_plane(p), texts)
+    else:  # the field of view or tiles (masks cover the whole plane all the same)
+
+        def segment(p: Prompt) -> ObjectMask:
+            return segment_on(encoder.adapter, embed, job.ref, p, texts, job.tiling)
     result = JobResult(job)
     for key, prompt in job.objects:
         try:
-            mask = segment_prompt(encoder.adapter, embedding, prompt, texts)
+            mask = segment(prompt)
             result.masks.append((key, prompt, mask))
         except PromptError as exc:
             result.problems.append(str(exc))
     return result
+
+
+def will_encode(encoder: SliceEncoder, job: Job) -> bool:
+    """Whether the job must run the image encoder first (for the busy indicator)."""
+    tiled = job.tiling is not None and job.ref.region is None and job.tiling.applies(
+        job.ref.plane_shape, input_side(encoder.adapter))
+    refs = [first_tile(encoder.adapter, job.ref, p, job.tiling) for _, p in job.objects] if (
+        tiled) else [job.ref]
+    return any(encoder.key(r) not in encoder.cache for r in refs)
 
 
 def prefetch(encoder: SliceEncoder, refs: Sequence[SliceRef], locks: SingleFlight) -> int:

@@ -35,6 +35,8 @@ from ..engine.precompute import PrecomputeReport
 from ..engine.precompute import precompute as _precompute_refs
 from ..engine.slices import extract_plane
 from ..engine.store import EmbeddingStore, fingerprint
+from ..engine.tiled import input_side, tile_refs
+from ..engine.tiling import TileSettings, as_tiling
 from ..models.base import Capability
 from .bundles import Bundle, open_bundle
 from .io import InputError, image_names, parse_slices, planes_view, read_image
@@ -44,8 +46,9 @@ from .text import TextResult, iter_search_text, search_text, table_columns
 
 __all__ = [
     "Bundle", "EmbeddingStore", "InputError", "PrecomputeReport", "Prompt", "Seed", "StackJob",
-    "TextResult", "encode_stack", "iter_search_text", "make_jobs", "open_bundle", "parse_slices",
-    "precompute", "propagate", "read_image", "search_text", "segment", "table_columns",
+    "TextResult", "TileSettings", "encode_stack", "iter_search_text", "make_jobs", "open_bundle",
+    "parse_slices", "precompute", "propagate", "read_image", "search_text", "segment",
+    "table_columns",
 ]
 
 StoreLike = EmbeddingStore | Path | str
@@ -90,6 +93,7 @@ def precompute(
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
     client=None,
+    tile: TileSettings | int | None = None,
 ) -> PrecomputeReport:
     """Encode every plane of one or more images into an embedding store, resumably.
 
@@ -114,6 +118,9 @@ def precompute(
         Checked before each plane (single process); True stops, finished entries stay.
     client : dask.distributed.Client, optional
         Spread the planes over the cluster's workers (see ``docs/cluster.md``).
+    tile : TileSettings or int, optional
+        Store large planes as tiles (an int: the tile side in pixels), one entry per tile, for
+        ``search_text(..., tile=...)`` with the same value. Not with ``client``.
 
     Returns
     -------
@@ -125,8 +132,13 @@ def precompute(
         from .cluster import precompute_on_cluster
 
         return precompute_on_cluster(client, bundle, jobs, store, precision, progress)
+    tiling = as_tiling(tile)
+    if client is not None and tiling is not None:
+        raise ValueError("tiled precompute runs in this process; leave out client= or tile=")
     encoder = bundle.encoder(bundle.open_store(store, precision))
     refs = [ref for job in jobs for ref in job.refs()]
+    if tiling is not None:
+        refs = [t for r in refs for t in tile_refs(r, tiling, input_side(bundle.adapter))]
     return _precompute_refs(encoder, refs, progress, cancelled)  # type: ignore[arg-type]
 
 

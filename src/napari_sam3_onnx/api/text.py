@@ -11,6 +11,8 @@ import numpy as np
 from ..engine.cache import EmbeddingCache
 from ..engine.concepts import DEFAULT_FLOOR, SliceResult, parse_concepts, search_slice
 from ..engine.store import EmbeddingStore
+from ..engine.tiled_search import search_tiled
+from ..engine.tiling import TileSettings, as_tiling
 from .bundles import Bundle
 from .jobs import StackJob
 
@@ -84,12 +86,13 @@ def iter_search_text(
     first_id: int = 1,
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    tile: TileSettings | int | None = None,
 ) -> Iterator[tuple[tuple[int, ...], SliceResult]]:
     """Search slice after slice, yielding ``(index, SliceResult)`` as each one finishes.
 
-    Ids are unique over the whole run. Only one slice's data, embedding and labels are in
-    memory at a time. The language encoder runs once per phrase (cached in ``bundle.texts``).
-    See :func:`search_text` for the parameters.
+    Ids are unique over the whole run. Only one slice's data, embedding (one tile's, when
+    tiled) and labels are in memory at a time. The language encoder runs once per phrase
+    (cached in ``bundle.texts``). See :func:`search_text` for the parameters.
     """
     phrases = _phrases(concepts)
     texts = bundle.texts
@@ -98,13 +101,17 @@ def iter_search_text(
     indices = job.indices(view)
     st = None if store is None else bundle.open_store(store)
     encoder = bundle.encoder(st, EmbeddingCache(budget_bytes=0))
-    next_id = int(first_id)
+    next_id, tiling = int(first_id), as_tiling(tile)
     for n, index in enumerate(indices):
         if cancelled is not None and cancelled():
             return
-        emb = encoder.embed(job.ref(view, index))
-        res = search_slice(bundle.adapter, emb, phrases, texts, floor, None, min_area,
-                           fill_holes, next_id, index)
+        if tiling is not None:
+            res = search_tiled(bundle.adapter, encoder.embed, job.ref(view, index), phrases,
+                               texts, tiling, floor, min_area, fill_holes, next_id, index)
+        else:
+            emb = encoder.embed(job.ref(view, index))
+            res = search_slice(bundle.adapter, emb, phrases, texts, floor, None, min_area,
+                               fill_holes, next_id, index)
         next_id += len(res.instances)
         if progress is not None:
             progress(n + 1, len(indices))
@@ -128,6 +135,7 @@ def search_text(
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
     out=None,
+    tile: TileSettings | int | None = None,
 ) -> TextResult:
     """Find every instance of each concept on every (selected) slice of an image.
 
@@ -156,6 +164,10 @@ def search_text(
     out : array-like, optional
         Where to write the labels (e.g. a zarr array), shaped like
         :attr:`TextResult.labels`; default a new int32 numpy array.
+    tile : TileSettings or int, optional
+        Search large planes tile by tile (an int: the tile side in pixels; planes longer than
+        one tile are tiled). Instances cut by tile edges or found twice in overlaps are merged
+        (:mod:`~napari_sam3_onnx.engine.tiled_search`); see ``docs/large-images.md``.
 
     Returns
     -------
@@ -169,7 +181,7 @@ def search_text(
     for index, res in iter_search_text(
         bundle, data, concepts, floor=floor, axis=axis, rgb=rgb, window=window, slices=slices,
         store=store, image=image, min_area=min_area, fill_holes=fill_holes, progress=progress,
-        cancelled=cancelled,
+        cancelled=cancelled, tile=tile,
     ):
         labels[index] = res.labels
         result.rows.extend(table_rows(res))

@@ -46,6 +46,8 @@ def cmd_precompute(args: argparse.Namespace) -> int:
     bundle = _bundle(args)
     precision = "fp16" if args.fp16 else ("fp32" if args.fp32 else None)
     client = None
+    if (args.scheduler or args.workers) and args.tile:
+        raise InputError("--tile runs in this process: leave out --workers/--scheduler.")
     if args.scheduler or args.workers:
         from ..api.cluster import make_client
 
@@ -53,7 +55,7 @@ def cmd_precompute(args: argparse.Namespace) -> int:
     bar = Bar("encode")
     try:
         report = api.precompute(bundle, jobs, args.store, precision=precision,
-                                progress=bar.update, client=client)
+                                progress=bar.update, client=client, tile=args.tile)
     finally:
         bar.close()
         if client is not None:
@@ -96,7 +98,7 @@ def cmd_text(args: argparse.Namespace) -> int:
         for index, res in api.iter_search_text(
             bundle, view, phrases, floor=args.floor, rgb=args.rgb, window=job.window,
             slices=job.slices, store=args.store, image=job.image, min_area=args.min_area,
-            fill_holes=args.fill_holes, progress=bar.update,
+            fill_holes=args.fill_holes, progress=bar.update, tile=args.tile,
         ):
             rows.extend(table_rows(res))
             yield index, res
@@ -168,6 +170,18 @@ def _image_args(p: argparse.ArgumentParser, slices: bool = True) -> None:
                    help="threads per operator (default 0: onnxruntime's choice)")
 
 
+def _tile_size(text: str) -> int:
+    if not text.isdigit() or int(text) < 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a tile side of 2 pixels or more")
+    return int(text)
+
+
+def _tile_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tile", type=_tile_size, metavar="SIZE",
+                   help="cut planes longer than SIZE px into SIZE-px tiles (a quarter overlap), "
+                   "each encoded at full resolution; see docs/large-images.md")
+
+
 def _wrap(text: str) -> str:
     """Wrap a help description to 78 columns, keeping explicit line breaks."""
     return "\n".join(textwrap.fill(line, 78) for line in text.split("\n"))
@@ -201,6 +215,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        help="encode on a running dask.distributed scheduler (tcp://host:8786)")
     p.add_argument("--no-processes", action="store_true",
                    help="with --workers: threads in this process instead of worker processes")
+    _tile_arg(p)
     p.set_defaults(func=cmd_precompute)
 
     p = sub.add_parser(
@@ -222,6 +237,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-area", type=int, default=0, help="drop instances with fewer pixels")
     p.add_argument("--fill-holes", action="store_true", help="fill holes inside instances")
     p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
+    _tile_arg(p)
     _image_args(p)
     p.set_defaults(func=cmd_text)
 

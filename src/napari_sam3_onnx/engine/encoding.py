@@ -31,6 +31,10 @@ class SliceRef:
         Identity of the image for the cache (a layer id, a file path).
     data_version : Hashable
         Changes when the data changes.
+    region : tuple[int, int, int, int] or None
+        ``(r0, c0, r1, c1)`` half-open rectangle of the plane (a tile or the field of view) that
+        is encoded instead of the whole plane; None for the whole plane. It is part of the cache
+        key, so each tile is encoded once.
     """
 
     data: object
@@ -39,12 +43,21 @@ class SliceRef:
     window: tuple[float, float] | None = None
     source: Hashable = None
     data_version: Hashable = 0
+    region: tuple[int, int, int, int] | None = None
 
     @property
     def plane_shape(self) -> tuple[int, int]:
-        """``(rows, cols)`` of the plane."""
+        """``(rows, cols)`` of the whole plane (whatever the region)."""
         shape = self.data.shape  # type: ignore[attr-defined]
         return (shape[-3], shape[-2]) if self.rgb else (shape[-2], shape[-1])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(rows, cols)`` of what is encoded: the region, or the whole plane."""
+        if self.region is None:
+            return self.plane_shape
+        r0, c0, r1, c1 = self.region
+        return (r1 - r0, c1 - c0)
 
 
 class SliceEncoder:
@@ -72,15 +85,17 @@ class SliceEncoder:
     def key(self, ref: SliceRef) -> SliceKey:
         """The cache key of a plane."""
         window = None if ref.window is None else (float(ref.window[0]), float(ref.window[1]))
-        return SliceKey(ref.source, ref.data_version, tuple(ref.index), window, self.model_id)
+        region = None if ref.region is None else tuple(int(v) for v in ref.region)
+        return SliceKey(ref.source, ref.data_version, tuple(ref.index), window, self.model_id,
+                        region)
 
     def cached(self, ref: SliceRef) -> Embedding | None:
         """The plane's embedding if it is cached (no encoding)."""
         return self.cache.get(self.key(ref))
 
     def rgb(self, ref: SliceRef) -> np.ndarray:
-        """The ``(rows, cols, 3)`` uint8 image the model sees for this plane."""
-        plane = extract_plane(ref.data, ref.index, ref.rgb)
+        """The ``(rows, cols, 3)`` uint8 image the model sees for this plane (or its region)."""
+        plane = extract_plane(ref.data, ref.index, ref.rgb, ref.region)
         return plane_to_rgb(plane, ref.window, ref.rgb)
 
     def embed(self, ref: SliceRef) -> Embedding:

@@ -37,12 +37,16 @@ class Prompt:
         ``(4,)`` box corners ``(r0, c0, r1, c1)`` in slice pixels (any order; clipped).
     mask_logits : numpy.ndarray or None
         ``(h, w)`` low-res logits of the previous prediction for this object (refinement).
+    mask_region : tuple[int, int, int, int] or None
+        The region (tile or field of view, ``(r0, c0, r1, c1)``) the logits were predicted on,
+        None for the whole slice; logits are only fed back on the same region.
     """
 
     points_rc: np.ndarray
     labels: np.ndarray
     box_rc: np.ndarray | None = None
     mask_logits: np.ndarray | None = None
+    mask_region: tuple[int, int, int, int] | None = None
 
     @classmethod
     def clicks(cls, points_rc, labels=None, box_rc=None, mask_logits=None) -> Prompt:
@@ -71,6 +75,9 @@ class ObjectMask:
         Presence logit; the object is absent when it is <= 0 (the mask is then empty).
     candidate : int
         Which candidate was chosen.
+    region : tuple[int, int, int, int] or None
+        The tile or field of view ``(r0, c0, r1, c1)`` that was encoded and prompted (None: the
+        whole slice); ``low_res_logits`` cover that region, ``mask`` still covers the slice.
     """
 
     mask: np.ndarray
@@ -78,6 +85,7 @@ class ObjectMask:
     iou: float
     object_score: float
     candidate: int
+    region: tuple[int, int, int, int] | None = None
 
     @property
     def present(self) -> bool:

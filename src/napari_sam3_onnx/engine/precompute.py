@@ -55,13 +55,14 @@ class StoreBackedEncoder(SliceEncoder):
         self.image_name = image_name or (lambda ref: str(ref.source))
 
     def entry_key(self, ref: SliceRef, plane: np.ndarray) -> EntryKey:
-        """The store key of a plane already read from ``ref``."""
+        """The store key of a plane (or of its region) already read from ``ref``."""
         window = None if ref.window is None else (float(ref.window[0]), float(ref.window[1]))
+        region = None if ref.region is None else tuple(int(v) for v in ref.region)
         return EntryKey(self.image_name(ref), tuple(int(i) for i in ref.index),
-                        fingerprint(plane), window, bool(ref.rgb))
+                        fingerprint(plane), window, bool(ref.rgb), region)
 
     def _encode(self, ref: SliceRef) -> Embedding:
-        plane = extract_plane(ref.data, ref.index, ref.rgb)
+        plane = extract_plane(ref.data, ref.index, ref.rgb, ref.region)
         key = self.entry_key(ref, plane)
         stored = self.store.get(key)
         if stored is not None:
@@ -87,10 +88,11 @@ class StoreBackedEncoder(SliceEncoder):
         ref : SliceRef
             The plane (its ``source`` names the image in the store).
         plane : numpy.ndarray, optional
-            The plane's pixels if already read (``ref.data`` is then not used).
+            The plane's pixels (its region's, when ``ref.region`` is set) if already read
+            (``ref.data`` is then not used).
         """
         if plane is None:
-            plane = extract_plane(ref.data, ref.index, ref.rgb)
+            plane = extract_plane(ref.data, ref.index, ref.rgb, ref.region)
         key = self.entry_key(ref, plane)
         if self.store.status(key) is EntryStatus.COMPLETE:
             return False

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def extract_plane(data, index: Sequence[int], rgb: bool = False) -> np.ndarray:
-    """Read one 2-D plane (or RGB plane) of an n-D array.
+def extract_plane(
+    data, index: Sequence[int], rgb: bool = False, region: Sequence[int] | None = None
+) -> np.ndarray:
+    """Read one 2-D plane (or RGB plane) of an n-D array, or a rectangle of it.
 
     Parameters
     ----------
@@ -26,11 +28,15 @@ def extract_plane(data, index: Sequence[int], rgb: bool = False) -> np.ndarray:
         ``(t, z)`` for 4-D.
     rgb : bool
         The last axis holds colour channels.
+    region : Sequence[int], optional
+        ``(r0, c0, r1, c1)``: only rows ``r0:r1`` and columns ``c0:c1`` (half-open, plane
+        pixels) are read, so a tile of a lazily loaded (dask, zarr) plane costs only the tile.
 
     Returns
     -------
     numpy.ndarray
-        ``(rows, cols)`` or ``(rows, cols, channels)``, loaded into memory.
+        ``(rows, cols)`` or ``(rows, cols, channels)`` (the region's size when one is given),
+        loaded into memory.
     """
     plane_ndim = 3 if rgb else 2
     lead = data.ndim - plane_ndim
@@ -42,7 +48,13 @@ def extract_plane(data, index: Sequence[int], rgb: bool = False) -> np.ndarray:
     for i, (k, n) in enumerate(zip(index, data.shape[:lead], strict=True)):
         if not 0 <= k < n:
             raise IndexError(f"index {k} out of range for axis {i} of size {n}")
-    return np.asarray(data[index])
+    if region is None:
+        return np.asarray(data[index])
+    r0, c0, r1, c1 = (int(v) for v in region)
+    rows, cols = data.shape[lead], data.shape[lead + 1]
+    if not (0 <= r0 < r1 <= rows and 0 <= c0 < c1 <= cols):
+        raise IndexError(f"region {(r0, c0, r1, c1)} is not inside the {rows} x {cols} plane")
+    return np.asarray(data[(*index, slice(r0, r1), slice(c0, c1))])
 
 
 def window_to_uint8(plane: np.ndarray, contrast_limits: tuple[float, float]) -> np.ndarray:

@@ -4,7 +4,8 @@ Layout of a store folder ``OUT.zarr``::
 
     OUT.zarr/                      group, attrs {"napari_sam3_onnx": {"format": ..., "version": 1}}
       <image>/                     one group per image (a file stem, or a name the caller picks)
-        <index>/                   one group per slice, e.g. "00003" or "00001-00003" (t, z)
+        <index>/                   one group per slice, e.g. "00003" or "00001-00003" (t, z);
+                                   a tile of a slice: "00003_r<r0>-<c0>-<r1>-<c1>"
           f0, f1, ...              the Embedding's feature arrays, chunked, fp32 or fp16
 
 Each slice group carries, in its attributes, a **signature**: a fingerprint of the plane's
@@ -124,12 +125,15 @@ class EmbeddingStore:
     def signature(self, key: EntryKey) -> dict:
         """The signature an entry for ``key`` must carry (JSON-ready)."""
         window = None if key.window is None else [float(key.window[0]), float(key.window[1])]
-        return _jsonable({
+        sig = {
             "fingerprint": key.fingerprint, "index": [int(i) for i in key.index],
             "window": window, "rgb": bool(key.rgb), "bundle": self.bundle.id,
             "layout": self.bundle.layout, "weights": self.bundle.weights,
             "precision": self.precision,
-        })
+        }
+        if key.region is not None:  # whole-plane signatures stay as they were
+            sig["region"] = [int(v) for v in key.region]
+        return _jsonable(sig)
 
     def _entry_meta(self, key: EntryKey):
         try:

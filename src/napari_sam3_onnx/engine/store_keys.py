@@ -86,6 +86,9 @@ class EntryKey:
         Contrast window the plane was mapped through (None: uint8 as is / per-plane min-max).
     rgb : bool
         The plane has colour channels.
+    region : tuple[int, int, int, int] or None
+        ``(r0, c0, r1, c1)`` of a tile of the plane (then ``fingerprint`` is the tile's), or
+        None for the whole plane.
     """
 
     image: str
@@ -93,11 +96,17 @@ class EntryKey:
     fingerprint: str
     window: tuple[float, float] | None = None
     rgb: bool = False
+    region: tuple[int, int, int, int] | None = None
 
     @property
     def path(self) -> str:
-        """The slice group's path inside the store, ``"<image>/<index>"``."""
+        """The entry's path inside the store, ``"<image>/<index>"``.
+
+        A tile's path ends in ``"_r<r0>-<c0>-<r1>-<c1>"``.
+        """
         index = "-".join(f"{int(i):05d}" for i in self.index) or "plane"
+        if self.region is not None:
+            index += "_r" + "-".join(str(int(v)) for v in self.region)
         return f"{safe_name(self.image)}/{index}"
 
 
