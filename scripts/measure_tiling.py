@@ -25,7 +25,7 @@ from napari_sam3_onnx.engine.tiling import TileSettings, tile_grid
 from napari_sam3_onnx.engine.tokenizer import ClipTokenizer
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
-from napari_sam3_onnx.testing.toy_tokenizer import write_toy_tokenizer
+from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
 
 NO_TILES = TileSettings(threshold=10**9)

@@ -13,7 +13,7 @@ from napari_sam3_onnx.api.io import AxisView, image_names, parse_slices, plane_i
 from napari_sam3_onnx.models.errors import PromptError
 from napari_sam3_onnx.testing.pagarcia import build_pagarcia
 from napari_sam3_onnx.testing.scenes import BLOBS, planted_image
-from napari_sam3_onnx.testing.toy_tokenizer import write_toy_tokenizer
+from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
 
 #: (t, z, rows, cols): every axis a different length, every plane different.

@@ -16,7 +16,7 @@ from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.registry import get_bundle
 from napari_sam3_onnx.testing.pagarcia import build_pagarcia
 from napari_sam3_onnx.testing.scenes import BLOBS, SPECK, planted_image
-from napari_sam3_onnx.testing.toy_tokenizer import write_toy_tokenizer
+from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
 from test_download import FakeHub
 

@@ -20,7 +20,7 @@ from napari_sam3_onnx.engine.tiled_search import Part, merge_parts, search_tiled
 from napari_sam3_onnx.engine.tiling import TileSettings
 from napari_sam3_onnx.engine.tokenizer import ClipTokenizer
 from napari_sam3_onnx.models.bundle import open_bundle
-from napari_sam3_onnx.testing.toy_tokenizer import write_toy_tokenizer
+from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
 
 SHAPE = (336, 525)  # 84 + 4 * 63 rows, 84 + 7 * 63 columns: no tile is shifted to the end
