@@ -35,6 +35,7 @@ from benchmarks.bundles import (  # noqa: E402
     provider_sweep,
 )
 from benchmarks.report import Row, environment, table, write_json  # noqa: E402
+from napari_sam3_onnx.models.base import Capability  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 #: Every case a run reports (the quick test checks they are all there).
@@ -93,6 +94,10 @@ def engine_rows(bundle, stack, args, first_provider: bool, bundle_reps: bool) ->
     if not bundle.test_graphs or bundle.name in TEXT_LAYOUTS:
         if (row := cases_engine.text_stack(bundle, stack, n, stack_reps)) is not None:
             rows.append(row)
+        elif bundle.adapter.has(Capability.TEXT):
+            rows.append(Row("text-stack", bundle.name, status="skipped",
+                            note="no tokenizer file (bpe_simple_vocab_16e6.txt.gz, "
+                                 "tokenizer.json or merges.txt) in the bundle folder"))
     if not bundle.test_graphs or bundle.name in PROPAGATION_LAYOUTS:
         if (row := cases_engine.propagation(bundle, stack, n, stack_reps)) is not None:
             rows.append(row)
