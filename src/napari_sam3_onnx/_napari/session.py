@@ -8,6 +8,7 @@ thread only if nothing changed meanwhile (the *generation* counter).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from napari.layers import Image, Labels
@@ -58,6 +59,7 @@ class ClickSession:
         self._index: tuple[int, ...] | None = None
         self._encoding = 0
         self._running = 0
+        self._last_run = 0.0
         self._applied = -1
         self._timer = QTimer()
         self._timer.setSingleShot(True)
@@ -103,13 +105,22 @@ class ClickSession:
 
     # ---- the run loop ----------------------------------------------------------------
     def schedule(self, _event=None) -> None:
-        """Something changed: invalidate running jobs and run again after the quiet time."""
+        """Something changed: invalidate running jobs and run again.
+
+        The first change after a quiet spell runs at once (on the next turn of the event loop);
+        changes that follow quickly, or arrive while a job is out, wait for the quiet time.
+        """
         self.generation += 1
-        self._timer.start()
+        quiet = time.monotonic() - self._last_run >= DEBOUNCE_MS / 1000
+        if not self._timer.isActive() and self._running == 0 and quiet:
+            self._timer.start(0)
+        elif not (self._timer.isActive() and self._timer.interval() == 0):
+            self._timer.start(DEBOUNCE_MS)
 
     def run(self) -> None:
         """Read the current plane's prompts and start a job (or clear the preview)."""
         self._timer.stop()
+        self._last_run = time.monotonic()
         lay, encoder = self.layers, self.encoder
         if lay is None or encoder is None:
             return

@@ -1,0 +1,29 @@
+"""The first prompt after a quiet spell runs at once; quick follow-ups are debounced."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from napari_sam3_onnx._napari.session import DEBOUNCE_MS
+
+from .gui_helpers import blob_stack, settle
+
+pytestmark = pytest.mark.gui
+
+
+def test_leading_prompt_runs_without_waiting_and_followups_wait(make_widget, qtbot):
+    stack, _truth, _centre = blob_stack()
+    _viewer, _image, w = make_widget(stack)
+    session = w.session
+    settle(qtbot, session)
+    session._last_run = time.monotonic() - 10  # a quiet spell
+    session.schedule()
+    assert session._timer.isActive() and session._timer.interval() == 0
+    session.schedule()  # more events of the same user action: the immediate run still stands
+    assert session._timer.interval() == 0
+    settle(qtbot, session)
+    session.schedule()  # right after a run: wait for the quiet time
+    assert session._timer.isActive() and session._timer.interval() == DEBOUNCE_MS
+    settle(qtbot, session)
