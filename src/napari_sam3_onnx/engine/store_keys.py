@@ -17,7 +17,7 @@ import numpy as np
 _WEIGHT_FILE = re.compile(r".*(\.onnx|\.onnx[._]data|\.data|\.bin|\.npz)$")
 
 
-class EntryStatus(str, enum.Enum):
+class EntryStatus(enum.StrEnum):
     """The state of one slice in a store."""
 
     MISSING = "missing"

@@ -20,7 +20,7 @@ from .graph_info import GraphSignature
 from .memory import MemoryFrame, MemorySettings
 
 
-class Capability(str, enum.Enum):
+class Capability(enum.StrEnum):
     """What a bundle can do; the widget enables its controls from these."""
 
     ENCODE = "encode"
