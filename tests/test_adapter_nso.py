@@ -137,3 +137,29 @@ def test_propagation_follows_a_drifting_blob(adapter):
     assert res.method == "memory"
     for k in range(z):
         assert iou(res.objects[1].outputs[k].mask, disc(SHAPE, 30, 30 + 4 * k, 8)) > 0.5, k
+
+
+def test_fp16_storage_halves_large_weights_and_keeps_fp32_compute(tmp_path):
+    import onnx
+    import onnxruntime as ort
+
+    from napari_sam3_onnx.export.precision import fp16_storage
+    from napari_sam3_onnx.testing.builder import GraphBuilder
+
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(64, 128)).astype(np.float32)
+    b = GraphBuilder("fp16_probe")
+    x = b.input("x", "float32", [1, 64])
+    b.output(b.Add(b.MatMul(x, b.const(w)), b.const(np.ones(128, np.float32))), "y", "float32",
+             [1, 128])
+    b.save(tmp_path / "fp32.onnx")
+    model = fp16_storage(onnx.load(tmp_path / "fp32.onnx"))
+    onnx.save(model, tmp_path / "fp16.onnx")
+    kinds = {i.data_type for i in model.graph.initializer if np.prod(i.dims) >= 4096}
+    assert kinds == {onnx.TensorProto.FLOAT16}  # the large weight; the small bias stays fp32
+    assert (tmp_path / "fp16.onnx").stat().st_size < 0.6 * (tmp_path / "fp32.onnx").stat().st_size
+    feed = {"x": rng.normal(size=(1, 64)).astype(np.float32)}
+    run = {n: ort.InferenceSession(tmp_path / f"{n}.onnx").run(None, feed)[0]
+           for n in ("fp32", "fp16")}
+    assert run["fp16"].dtype == np.float32
+    np.testing.assert_allclose(run["fp16"], run["fp32"], rtol=2e-3, atol=2e-2)

@@ -143,7 +143,7 @@ def propagation(adapter, ref, n_slices: int = 5, seed: int = 2) -> list[dict]:
     from ..engine.postprocess import fill_holes, hole_area_for, logits_to_mask
     from ..engine.propagation import propagate
     from ..engine.propagation_types import Seed
-    from .reference import test_image
+    from .scenes import test_image
 
     frames = [test_image(1, shift=(4.0 * i, 6.0 * i)) for i in range(n_slices)]
     click_xy = np.array([[420.0 + 6 * seed, 510.0 + 4 * seed]], np.float32)
@@ -176,7 +176,8 @@ def run(bundle: Path | str, model, parts: Sequence[str] = PARTS, log=print) -> d
     """Measure every part; returns ``{part: [rows]}`` plus timings."""
     from ..models.bundle import open_bundle
     from ..models.runtime import RuntimeConfig
-    from .reference import Reference, test_image
+    from .reference import Reference
+    from .scenes import test_image
 
     bundle = Path(bundle)
     adapter = open_bundle(bundle, RuntimeConfig())
