@@ -8,7 +8,7 @@ from napari_sam3_onnx.engine.cache import EmbeddingCache
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt, segment
 from napari_sam3_onnx.engine.postprocess import fill_holes, select_candidate, stability
-from napari_sam3_onnx.models.base import MaskCandidates
+from napari_sam3_onnx.models.base import Capability, Embedding, MaskCandidates, SamAdapter
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import PromptError
 
@@ -122,3 +122,27 @@ def test_fill_holes_fills_small_background_components_only():
     logits[10:20, 15:30] = -3  # big background region
     out = fill_holes(logits, max_area=10)
     assert (out[5:7, 5:7] > 0).all() and (out[10:20, 15:30] < 0).all()
+
+
+class _HoleyDecoder(SamAdapter):
+    """Answers every prompt with one 24x24 mask: a ring (a 2x2 hole at rows/cols 11-12)."""
+
+    layout = "holey"
+    capabilities = frozenset({Capability.ENCODE, Capability.CLICKS})
+
+    @property
+    def mask_size(self):
+        return (24, 24)
+
+    def predict_masks(self, embedding, points_xy, labels, mask_input=None):
+        logits = np.full((1, 24, 24), -8.0, np.float32)
+        logits[0, 8:16, 8:16] = 8.0
+        logits[0, 11:13, 11:13] = -8.0
+        return MaskCandidates(logits, np.array([0.9], np.float32), 3.0, False)
+
+
+def test_holes_are_filled_for_display_but_not_in_the_fed_back_logits():
+    emb = Embedding({}, (84, 84), (48, 48))
+    res = segment(_HoleyDecoder(), emb, Prompt.clicks([[20, 20]]), fill_hole_area=10)
+    assert res.mask[23:25, 23:25].all()  # the hole (low-res 11-12 -> slice 22-25) is shown filled
+    assert (res.low_res_logits[11:13, 11:13] < 0).all()  # as the decoder said, for refinement

@@ -158,9 +158,11 @@ def segment(
     if cands.object_score <= 0:
         low = np.full_like(low, -1024.0)  # SAM's NO_OBJ_SCORE: an absent object has no mask
     area = hole_area_for(low.shape) if fill_hole_area is None else fill_hole_area
-    low = fill_holes(low, area)
+    # Holes are filled for display only; the logits fed back as the next mask prompt stay as the
+    # decoder returned them, as SAM 3's predictor returns its low-res masks unfilled.
+    shown = fill_holes(low, area)
     return ObjectMask(
-        mask=logits_to_mask(low, shape),
+        mask=logits_to_mask(shown, shape),
         low_res_logits=low,
         iou=float(cands.iou[k]),
         object_score=float(cands.object_score),
