@@ -198,8 +198,8 @@ class PropagationRunner(QObject):
 
     def start_for(self, session, adapter: SamAdapter, spec: RunSpec) -> None:
         """Start ``spec`` on the click session's encoder, cache keys and per-slice locks."""
-        version = getattr(session, "_versions", {}).get(spec.image.unique_id, 0)
-        encoder = LockedEncoder(session.encoder, getattr(session, "_locks", None))
+        version = session.data_version(spec.image)
+        encoder = LockedEncoder(session.encoder, session.encode_locks)
         self.start(spec, adapter, encoder, slice_refs(spec, version))
 
     # ---- Qt thread -------------------------------------------------------------------

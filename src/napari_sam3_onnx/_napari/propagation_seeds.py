@@ -99,11 +99,10 @@ def preview_objects(session, index: tuple[int, ...]) -> list[tuple[Prompt, np.nd
     busy = PromptError("The click preview is still being updated; try again when it shows.")
     if session.pending:
         raise busy
-    shown = getattr(session, "_shown", None) == tuple(index)
-    last = getattr(session, "_last", {}) if shown else {}
-    found = [(prompt, mask.mask) for prompt, mask in last.values() if mask.present]
-    if found and getattr(session, "_applied", None) != session.generation:
+    previewed = session.previewed(index)
+    if previewed is None:
         raise busy  # a newer prompt's result was dropped or is on its way
+    found = [(prompt, mask.mask) for prompt, mask in previewed]
     if not found:
         raise PromptError("There is no previewed object on this slice: click on an object or "
                           "draw a box in the 'Clicks & boxes' tab first, or choose label ids "

@@ -188,6 +188,29 @@ class ClickSession:
             if self._encoding == 0:
                 self.busy(False, "Plane encoded: further prompts on it are answered at once.")
 
+    # ---- what the Text and Propagate tabs share --------------------------------------
+    @property
+    def encode_locks(self) -> workers.SingleFlight:
+        """Per-plane locks: a plane is never encoded twice at once, whichever tab asks."""
+        return self._locks
+
+    def data_version(self, image: Image) -> int:
+        """Counter bumped whenever ``image``'s data changes (it is part of the cache key)."""
+        return self._versions.get(image.unique_id, 0)
+
+    def previewed(self, index: tuple[int, ...]) -> list[tuple[Prompt, ObjectMask]] | None:
+        """``(prompt, result)`` of each present object previewed on plane ``index``.
+
+        Empty when the preview shows another plane or nothing; None when a newer prompt's
+        result was dropped or is still on its way (the preview is stale).
+        """
+        if tuple(index) != self._shown:
+            return []
+        found = [(prompt, mask) for prompt, mask in self._last.values() if mask.present]
+        if found and self._applied != self.generation:
+            return None
+        return found
+
     @property
     def pending(self) -> bool:
         """Whether a run is scheduled or a job is still out (tests wait for this)."""

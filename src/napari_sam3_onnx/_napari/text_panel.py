@@ -221,11 +221,11 @@ class TextPanel(QWidget):
             indices = [i for i in indices if i in exemplars]
         for message in long_prompt_warnings(self.texts.tokenizer, concepts):
             self._say(message)
-        version = session._versions.get(image.unique_id, 0)
+        version = session.data_version(image)
         output = TextOutput(self.viewer, image, self.target.currentData(), concepts)
         run = TextRun(encoder, self.texts, [layers.slice_ref(image, i, version) for i in indices],
                       concepts, self.floor.value, exemplars, self.min_size.value(),
-                      self.fill_holes.isChecked(), output.first_id, session._locks)
+                      self.fill_holes.isChecked(), output.first_id, session.encode_locks)
         self._start(run, output)
 
     def _start(self, run: TextRun, output: TextOutput) -> None:
