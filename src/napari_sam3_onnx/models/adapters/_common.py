@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..base import Embedding
 from ..errors import LayoutMismatchError
 from ..graph_info import GraphSignature, TensorInfo
 from ..imageops import resize_rgb_uint8
+from ..runtime import LazySession
 
 #: SAM 3 normalisation: x / 255, then (x - 0.5) / 0.5 (not ImageNet statistics).
 SAM3_MEAN = 0.5
@@ -88,3 +90,25 @@ def as_float32(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {
         k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in arrays.items()
     }
+
+
+def encode_image(
+    session: LazySession, info: TensorInfo, layout: str, rgb: np.ndarray, outputs: Sequence[str]
+) -> Embedding:
+    """Feed an RGB image to an encoder graph and keep the requested outputs as an Embedding.
+
+    Parameters
+    ----------
+    session, info
+        The encoder and its image input (rank 3 uint8 or rank 4 float, see :func:`encoder_feed`).
+    layout : str
+        The layout's name, for error messages.
+    rgb : numpy.ndarray
+        ``(rows, cols, 3)`` uint8.
+    outputs : Sequence[str]
+        The encoder outputs the layout's prompt graphs consume (float16 ones become float32).
+    """
+    graph = session.path.name
+    out = as_float32(session.run(outputs, {info.name: encoder_feed(rgb, info, layout, graph)}))
+    size = spatial_size(info, layout, graph)
+    return Embedding(out, size, (int(rgb.shape[0]), int(rgb.shape[1])))

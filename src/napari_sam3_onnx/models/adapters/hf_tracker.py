@@ -18,7 +18,7 @@ import numpy as np
 from ..base import Capability, Embedding, MaskCandidates, SamAdapter
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
-from ._common import as_float32, encoder_feed, require_names, spatial_size
+from ._common import encode_image, require_names, spatial_size
 
 EMBEDDINGS = ("image_embeddings.0", "image_embeddings.1", "image_embeddings.2")
 DECODER_INPUTS = ("input_points", "input_labels", "input_boxes", *EMBEDDINGS)
@@ -69,9 +69,7 @@ class HfTrackerAdapter(SamAdapter):
         return self._mask_size
 
     def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
-        feed = encoder_feed(rgb, self._input, self.layout, self.encoder.path.name)
-        out = as_float32(self.encoder.run(EMBEDDINGS, {"pixel_values": feed}))
-        return Embedding(out, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
+        return encode_image(self.encoder, self._input, self.layout, rgb, EMBEDDINGS)
 
     def predict_masks(  # noqa: D102
         self,

@@ -38,7 +38,7 @@ from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
 from . import _memory as mem
 from . import _tracker_util as tu
-from ._common import encoder_feed, fixed_dim, spatial_size
+from ._common import encode_image, fixed_dim, spatial_size
 from ._concepts import as_declared, cxcywh_to_xyxy, exemplar_slots, sigmoid, slot_count, token_feed
 
 DET = ("det_fpn_0", "det_fpn_1", "det_fpn_2")
@@ -167,10 +167,7 @@ class NsoAdapter(SamAdapter):
 
     # ---- image path ---------------------------------------------------------------------
     def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
-        feed = encoder_feed(rgb, self._input, self.layout, self.encoder.path.name)
-        out = self.encoder.run(self._encoder_outputs, {"pixel_values": feed})
-        out = {k: np.asarray(v, np.float32) for k, v in out.items()}
-        return Embedding(out, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
+        return encode_image(self.encoder, self._input, self.layout, rgb, self._encoder_outputs)
 
     def predict_masks(  # noqa: D102
         self,

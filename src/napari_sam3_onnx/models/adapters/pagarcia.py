@@ -43,7 +43,7 @@ from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
 from . import _memory as mem
 from . import _tracker_util as tu
-from ._common import as_float32, encoder_feed, fixed_dim, require_names, spatial_size
+from ._common import encode_image, fixed_dim, require_names, spatial_size
 
 EMBEDDINGS = ("image_embeddings.0", "image_embeddings.1", "image_embeddings.2")
 DECODER_INPUTS = ("point_coords", "point_labels", "image_embed", "high_res_feats_0",
@@ -201,9 +201,7 @@ class PagarciaTrackerAdapter(SamAdapter):
 
     # ---- image path ---------------------------------------------------------------------
     def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
-        feed = encoder_feed(rgb, self._input, self.layout, self.encoder.path.name)
-        out = as_float32(self.encoder.run(EMBEDDINGS, {"pixel_values": feed}))
-        return Embedding(out, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
+        return encode_image(self.encoder, self._input, self.layout, rgb, EMBEDDINGS)
 
     def predict_masks(  # noqa: D102
         self,
