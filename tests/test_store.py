@@ -15,6 +15,7 @@ from napari_sam3_onnx.engine.store import (
     EntryKey,
     EntryStatus,
     StoreError,
+    StoreMismatchError,
     fingerprint,
     safe_name,
 )
@@ -113,11 +114,16 @@ def test_mismatched_signatures_are_refused(tmp_path):
     for wrong in (other_window, other_data, key(one_pixel), key(data[2], window=None)):
         assert store.status(wrong) is EntryStatus.MISMATCH
         assert store.get(wrong) is None
-    for tag in (BundleTag("wkentaro-v0.3", "hf-tracker", "abc"),
-                BundleTag("hf-tracker", "pagarcia-tracker", "abc"),
+    # another layout or other weights: the whole store is refused, with what to do about it
+    for tag in (BundleTag("hf-tracker", "pagarcia-tracker", "abc"),
                 BundleTag("hf-tracker", "hf-tracker", "other-weights")):
-        assert EmbeddingStore(tmp_path / "s.zarr", tag).get(key(data[2])) is None
-    assert EmbeddingStore(tmp_path / "s.zarr", TAG, "fp16").status(key(data[2])) == "mismatch"
+        with pytest.raises(StoreMismatchError, match="--replace-store"):
+            EmbeddingStore(tmp_path / "s.zarr", tag)
+    with pytest.raises(StoreMismatchError, match=r"fp32.*fp16"):
+        EmbeddingStore(tmp_path / "s.zarr", TAG, "fp16")
+    # the same files under another folder name are the same bundle: their entries are shared
+    renamed = EmbeddingStore(tmp_path / "s.zarr", BundleTag("copy-of-it", "hf-tracker", "abc"))
+    assert renamed.get(key(data[2])) is not None
     assert store.refused == 4 and store.hits == 0
     assert store.get(key(data[2])) is not None and store.hits == 1
     assert store.status(key(data[2], index=(3,))) is EntryStatus.MISSING
@@ -140,11 +146,16 @@ def test_half_written_entry_is_recomputed(tmp_path, adapter, hf_bundle, monkeypa
         enc.ensure(ref)
     monkeypatch.undo()
     k = enc.entry_key(ref, data[1])
-    assert store.status(k) is EntryStatus.INCOMPLETE
-    assert store._root[k.path].attrs[ENTRY_KEY]["complete"] is False
-    assert store.get(k) is None
+    # the half entry was written under a temporary name and removed: nothing half is visible
+    assert store.status(k) is EntryStatus.MISSING and store.get(k) is None
+    assert [p.name for p in (tmp_path / "s.zarr" / "cells").iterdir()] == ["zarr.json"]
+    # an entry whose marker is off (an older writer, a hand copy) is recomputed as well
     assert enc.ensure(ref) is True and store.status(k) is EntryStatus.COMPLETE
-    assert enc.adapter.calls == 2
+    meta = store._root[k.path].attrs[ENTRY_KEY]
+    store._root[k.path].attrs[ENTRY_KEY] = {**meta, "complete": False}
+    assert store.status(k) is EntryStatus.INCOMPLETE and store.get(k) is None
+    assert enc.ensure_entry(ref) == "repaired" and store.status(k) is EntryStatus.COMPLETE
+    assert enc.adapter.calls == 3
 
 
 def test_precompute_twice_encodes_once_and_store_feeds_a_new_encoder(tmp_path, adapter, hf_bundle):

@@ -35,6 +35,7 @@ from ..engine.precompute import PrecomputeReport
 from ..engine.precompute import precompute as _precompute_refs
 from ..engine.slices import extract_plane
 from ..engine.store import EmbeddingStore, fingerprint
+from ..engine.store_verify import StoreCheck, verify_store
 from ..engine.tiled import input_side, tile_refs
 from ..engine.tiling import TileSettings, as_tiling
 from ..models.base import Capability
@@ -46,9 +47,9 @@ from .text import TextResult, iter_search_text, search_text, table_columns
 
 __all__ = [
     "Bundle", "EmbeddingStore", "InputError", "PrecomputeReport", "Prompt", "Seed", "StackJob",
-    "TextResult", "TileSettings", "encode_stack", "iter_search_text", "make_jobs", "open_bundle",
-    "parse_slices", "precompute", "propagate", "read_image", "search_text", "segment",
-    "table_columns",
+    "StoreCheck", "TextResult", "TileSettings", "encode_stack", "iter_search_text", "make_jobs",
+    "open_bundle", "parse_slices", "precompute", "propagate", "read_image", "search_text",
+    "segment", "table_columns", "verify_store",
 ]
 
 StoreLike = EmbeddingStore | Path | str
@@ -94,6 +95,7 @@ def precompute(
     cancelled: Callable[[], bool] | None = None,
     client=None,
     tile: TileSettings | int | None = None,
+    replace_store: bool = False,
 ) -> PrecomputeReport:
     """Encode every plane of one or more images into an embedding store, resumably.
 
@@ -121,21 +123,26 @@ def precompute(
     tile : TileSettings or int, optional
         Store large planes as tiles (an int: the tile side in pixels), one entry per tile, for
         ``search_text(..., tile=...)`` with the same value. Not with ``client``.
+    replace_store : bool
+        The store was made for another bundle or precision: empty it and fill it for this one
+        (without it such a store is refused with a ``StoreMismatchError``).
 
     Returns
     -------
     PrecomputeReport
-        Planes encoded now and planes skipped because their entry was complete.
+        Planes encoded now, planes skipped because their entry was complete and intact, and
+        of the encoded ones those that replaced a half-written or corrupt entry.
     """
     jobs = make_jobs(images, names, axis, rgb, window, slices)
     if client is not None:
         from .cluster import precompute_on_cluster
 
-        return precompute_on_cluster(client, bundle, jobs, store, precision, progress)
+        st = bundle.open_store(store, precision, replace_store=replace_store)
+        return precompute_on_cluster(client, bundle, jobs, st, precision, progress)
     tiling = as_tiling(tile)
     if client is not None and tiling is not None:
         raise ValueError("tiled precompute runs in this process; leave out client= or tile=")
-    encoder = bundle.encoder(bundle.open_store(store, precision))
+    encoder = bundle.encoder(bundle.open_store(store, precision, replace_store=replace_store))
     refs = [ref for job in jobs for ref in job.refs()]
     if tiling is not None:
         refs = [t for r in refs for t in tile_refs(r, tiling, input_side(bundle.adapter))]

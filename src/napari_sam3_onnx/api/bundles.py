@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 
 from ..engine.cache import EmbeddingCache
@@ -61,7 +62,9 @@ class Bundle:
     Attributes
     ----------
     tag : BundleTag
-        Identity of the bundle in embedding-store signatures.
+        Identity of the bundle in embedding-store signatures, by the content of its files
+        (computed on first use: hashing a full bundle takes seconds, once; see
+        :mod:`~napari_sam3_onnx.engine.bundle_digest`).
     cache : EmbeddingCache
         In-memory embeddings reused by :func:`~napari_sam3_onnx.api.segment` calls.
     """
@@ -72,14 +75,18 @@ class Bundle:
         self.adapter = adapter
         self.folder = Path(folder)
         self.config = config or RuntimeConfig()
-        self.tag = BundleTag.for_folder(self.folder, adapter.layout)
         self.cache = EmbeddingCache()
         self._texts: TextCache | None = None
+
+    @cached_property
+    def tag(self) -> BundleTag:
+        """Identity of the bundle in embedding stores (see the class attributes)."""
+        return BundleTag.for_folder(self.folder, self.adapter.layout)
 
     @property
     def id(self) -> str:
         """The bundle's id (its folder name)."""
-        return self.tag.id
+        return self.folder.name
 
     @property
     def layout(self) -> str:
@@ -101,21 +108,37 @@ class Bundle:
         return self._texts
 
     def open_store(
-        self, path: Path | str | EmbeddingStore, precision: str | None = None, mode: str = "a"
+        self, path: Path | str | EmbeddingStore, precision: str | None = None, mode: str = "a",
+        replace_store: bool = False,
     ) -> EmbeddingStore:
         """Open an embedding store for this bundle (``path`` may already be a store).
+
+        Parameters
+        ----------
+        path : Path, str or EmbeddingStore
+            The store folder, or an opened store.
+        precision : {"fp32", "fp16"}, optional
+            Storage precision (default: the store's own, fp32 for a new store).
+        mode : {"a", "r"}
+            Read and write, or read only.
+        replace_store : bool
+            A store made for another bundle or precision is emptied and adopted (otherwise
+            refused).
 
         Raises
         ------
         ValueError
             ``path`` is a store opened for another bundle.
+        StoreMismatchError
+            The folder holds a store of another bundle or precision and ``replace_store`` is
+            False.
         """
         if isinstance(path, EmbeddingStore):
             if path.bundle != self.tag:
                 raise ValueError(f"The store was opened for bundle {path.bundle.id!r}, not "
                                  f"{self.tag.id!r}.")
             return path
-        return EmbeddingStore(path, self.tag, precision, mode)
+        return EmbeddingStore(path, self.tag, precision, mode, replace=replace_store)
 
     def encoder(
         self,
@@ -125,8 +148,13 @@ class Bundle:
     ) -> SliceEncoder:
         """A slice encoder for this bundle, backed by ``store`` when one is given."""
         if store is None:
-            return SliceEncoder(self.adapter, cache, model_id=self.tag)
-        return StoreBackedEncoder(self.adapter, store, cache, self.tag, image_name)
+            return SliceEncoder(self.adapter, cache, model_id=self._cache_id)
+        return StoreBackedEncoder(self.adapter, store, cache, self._cache_id, image_name)
+
+    @property
+    def _cache_id(self) -> tuple[str, str]:
+        """The bundle in in-memory cache keys (one opened folder: no hashing needed)."""
+        return (str(self.folder), self.layout)
 
     def close(self) -> None:
         """Release the ONNX sessions."""

@@ -6,9 +6,10 @@ Imported only when a cluster is asked for (``client=`` in the API, ``--scheduler
 Each task opens the bundle's ONNX sessions through a per-process cache keyed by the bundle
 folder (so a worker loads the encoder once, however many slices it gets), reads its plane (file
 inputs are re-opened on the worker, so no pixels travel through the scheduler), and writes its
-entry into its own group of the zarr store: slices share no chunk and no metadata file, so
-workers never conflict. The entry's ``complete`` marker is written last, so a task that dies
-half-way leaves an entry that the retry (or the next run) recomputes.
+entry into its own group of the zarr store: slices share no chunk and no metadata file, and an
+entry is written whole under a temporary name and renamed into place, so workers never conflict,
+even on the same slice. A task that dies half-way leaves no entry (at most a temporary folder),
+and the retry (or the next run) encodes it.
 """
 
 from __future__ import annotations
@@ -62,18 +63,21 @@ def worker_encoder(ctx: TaskContext) -> StoreBackedEncoder:
     return _cached(("encoder", ctx), lambda: StoreBackedEncoder(adapter, store))  # type: ignore
 
 
-def encode_slice(ctx: TaskContext, job: StackJob, index: tuple[int, ...], plane=None) -> bool:
-    """Task body: make sure the store holds ``job``'s plane ``index``; True if it encoded it.
+def encode_slice(ctx: TaskContext, job: StackJob, index: tuple[int, ...], plane=None) -> str:
+    """Task body: make sure the store holds ``job``'s plane ``index``; what it took.
+
+    Returns ``"skipped"``, ``"encoded"`` or ``"repaired"`` (see
+    :meth:`~napari_sam3_onnx.engine.precompute.StoreBackedEncoder.ensure_entry`).
 
     ``plane`` carries the pixels for in-memory images; file images are read on the worker.
     """
     encoder = worker_encoder(ctx)
     if plane is None:
         view = job.view()
-        return encoder.ensure(job.ref(view, index))
+        return encoder.ensure_entry(job.ref(view, index))
     window = None if job.window is None else (float(job.window[0]), float(job.window[1]))
     ref = SliceRef(None, tuple(index), job.rgb, window, source=job.image)
-    return encoder.ensure(ref, np.asarray(plane))
+    return encoder.ensure_entry(ref, np.asarray(plane))
 
 
 def make_client(scheduler: str | None = None, workers: int | None = None,
@@ -184,10 +188,7 @@ def precompute_on_cluster(
     try:
         for future in running:
             live.discard(future)
-            if future.result():
-                report.encoded += 1
-            else:
-                report.skipped += 1
+            report.count(future.result())
             if progress is not None:
                 progress(report.done, report.total)
             nxt = next(pending, None)

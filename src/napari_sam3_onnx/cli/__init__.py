@@ -2,8 +2,9 @@
 
 Sub-commands: ``list``, ``fetch``, ``inspect``, ``doctor`` (bundles and runtime),
 ``precompute`` (encode stacks into a zarr embedding store, optionally on a dask cluster),
-``text`` (concept search to a labels stack and a CSV table) and ``propagate`` (carry seeded
-objects through z or t). Each has ``--help``. All of them call :mod:`napari_sam3_onnx.api`.
+``text`` (concept search to a labels stack and a CSV table), ``propagate`` (carry seeded
+objects through z or t) and ``store verify`` (check, and repair, an embedding store). Each has
+``--help``. All of them call :mod:`napari_sam3_onnx.api`.
 
 Exit codes: 0 success; 1 a handled error (a missing or damaged model file, a bundle that cannot
 do what was asked, a checksum mismatch); 2 bad input (an unreadable or wrongly shaped image, an
@@ -26,7 +27,7 @@ EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-command per task."""
-    from . import batch_cmds, bundle_cmds
+    from . import batch_cmds, bundle_cmds, store_cmds
 
     parser = argparse.ArgumentParser(
         prog="napari-sam3-onnx",
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     bundle_cmds.add_parsers(sub)
     batch_cmds.add_parsers(sub)
+    store_cmds.add_parsers(sub)
     return parser
 
 

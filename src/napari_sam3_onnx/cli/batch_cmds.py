@@ -55,15 +55,17 @@ def cmd_precompute(args: argparse.Namespace) -> int:
     bar = Bar("encode")
     try:
         report = api.precompute(bundle, jobs, args.store, precision=precision,
-                                progress=bar.update, client=client, tile=args.tile)
+                                progress=bar.update, client=client, tile=args.tile,
+                                replace_store=args.replace_store)
     finally:
         bar.close()
         if client is not None:
             from ..api.cluster import close_client
 
             close_client(client)
-    print(f"encoded {report.encoded}, skipped {report.skipped} (already in the store) of "
-          f"{report.total} slices from {len(jobs)} image(s) -> {args.store}")
+    repaired = f" ({report.repaired} replaced broken entries)" if report.repaired else ""
+    print(f"encoded {report.encoded}{repaired}, skipped {report.skipped} (already in the store) "
+          f"of {report.total} slices from {len(jobs)} image(s) -> {args.store}")
     return 0
 
 
@@ -207,6 +209,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     prec = p.add_mutually_exclusive_group()
     prec.add_argument("--fp16", action="store_true", help="store features as float16 (half size)")
     prec.add_argument("--fp32", action="store_true", help="store float32 (default for new stores)")
+    p.add_argument("--replace-store", action="store_true",
+                   help="if --store was made for another bundle or precision, delete its "
+                   "entries and fill it for this one (without it such a store is refused)")
     _image_args(p)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, metavar="N",

@@ -77,11 +77,11 @@ class StoreBackedEncoder(SliceEncoder):
             return emb
         return self.store.put(key, emb)
 
-    def ensure(self, ref: SliceRef, plane: np.ndarray | None = None) -> bool:
-        """Make sure the store holds a valid entry for ``ref``; True if it had to encode.
+    def ensure_entry(self, ref: SliceRef, plane: np.ndarray | None = None) -> str:
+        """Make sure the store holds a valid entry for ``ref``; say what it took.
 
-        Nothing is read from a complete entry and nothing enters the in-memory cache, so a long
-        precompute neither re-reads finished slices nor fills memory.
+        A complete entry is read once to check its arrays' checksums, but nothing enters the
+        in-memory cache, so a long precompute does not fill memory.
 
         Parameters
         ----------
@@ -90,14 +90,25 @@ class StoreBackedEncoder(SliceEncoder):
         plane : numpy.ndarray, optional
             The plane's pixels (its region's, when ``ref.region`` is set) if already read
             (``ref.data`` is then not used).
+
+        Returns
+        -------
+        str
+            ``"skipped"`` (a valid entry was there), ``"repaired"`` (a half-written or corrupt
+            entry was encoded again) or ``"encoded"``.
         """
         if plane is None:
             plane = extract_plane(ref.data, ref.index, ref.rgb, ref.region)
         key = self.entry_key(ref, plane)
-        if self.store.status(key) is EntryStatus.COMPLETE:
-            return False
+        state = self.store.check(key)
+        if state is EntryStatus.COMPLETE:
+            return "skipped"
         self._encode_and_store(plane, ref, key)
-        return True
+        return "repaired" if state in (EntryStatus.INCOMPLETE, EntryStatus.CORRUPT) else "encoded"
+
+    def ensure(self, ref: SliceRef, plane: np.ndarray | None = None) -> bool:
+        """:meth:`ensure_entry`, True if it had to encode."""
+        return self.ensure_entry(ref, plane) != "skipped"
 
 
 @dataclass
@@ -107,16 +118,20 @@ class PrecomputeReport:
     Attributes
     ----------
     encoded : int
-        Slices encoded and written now.
+        Slices encoded and written now (``repaired`` included).
     skipped : int
-        Slices whose complete, matching entry was already in the store.
+        Slices whose complete, matching entry was already in the store (checksums verified).
     total : int
         Slices asked for.
+    repaired : int
+        Of ``encoded``, slices whose entry was there but half-written or corrupt (a missing
+        chunk, a flipped byte).
     """
 
     encoded: int = 0
     skipped: int = 0
     total: int = 0
+    repaired: int = 0
 
     @property
     def done(self) -> int:
@@ -126,7 +141,15 @@ class PrecomputeReport:
     def merge(self, other: PrecomputeReport) -> PrecomputeReport:
         """The sum of two reports."""
         return PrecomputeReport(self.encoded + other.encoded, self.skipped + other.skipped,
-                                self.total + other.total)
+                                self.total + other.total, self.repaired + other.repaired)
+
+    def count(self, outcome: str) -> None:
+        """Add one slice's outcome (from :meth:`StoreBackedEncoder.ensure_entry`)."""
+        if outcome == "skipped":
+            self.skipped += 1
+        else:
+            self.encoded += 1
+            self.repaired += outcome == "repaired"
 
 
 def precompute(
@@ -135,7 +158,10 @@ def precompute(
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> PrecomputeReport:
-    """Fill the store with the embeddings of ``refs``, skipping complete entries.
+    """Fill the store with the embeddings of ``refs``, skipping complete, intact entries.
+
+    Entries already there are checked (signature and checksums); broken ones are encoded again
+    and counted in ``repaired``.
 
     Parameters
     ----------
@@ -158,10 +184,7 @@ def precompute(
     for ref in refs:
         if cancelled is not None and cancelled():
             break
-        if encoder.ensure(ref):
-            report.encoded += 1
-        else:
-            report.skipped += 1
+        report.count(encoder.ensure_entry(ref))
         if progress is not None:
             progress(report.done, report.total)
     return report

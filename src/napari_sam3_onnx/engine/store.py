@@ -2,24 +2,36 @@
 
 Layout of a store folder ``OUT.zarr``::
 
-    OUT.zarr/                      group, attrs {"napari_sam3_onnx": {"format": ..., "version": 1}}
+    OUT.zarr/                      group, attrs {"napari_sam3_onnx": {"format", "version": 2,
+                                   "precision", "bundle": {"id", "layout", "weights"}}}
       <image>/                     one group per image (a file stem, or a name the caller picks)
         <index>/                   one group per slice, e.g. "00003" or "00001-00003" (t, z);
                                    a tile of a slice: "00003_r<r0>-<c0>-<r1>-<c1>"
           f0, f1, ...              the Embedding's feature arrays, chunked, fp32 or fp16
 
-Each slice group carries, in its attributes, a **signature**: a fingerprint of the plane's
-data, its index, the contrast window, the bundle (id, layout, weights digest) and the storage
-precision. An entry is used only when its signature equals the one asked for, so a store made
-with another window, other data or another bundle is never read by mistake. The arrays are
-written first and the ``complete`` marker last, so an entry cut short by a crash, a Ctrl+C or
-a killed cluster worker is recomputed, never read. Slices never share a chunk or a metadata
-file, so many processes can fill one store at once.
+A store belongs to **one bundle and one precision**, recorded in its root: the bundle by the
+digest of its files' contents (see :mod:`.bundle_digest`). Opening it for another bundle or
+precision is refused with a :class:`StoreMismatchError` (``replace=True`` discards its entries
+and adopts the folder instead), so embeddings are never mixed up or silently re-encoded.
+
+Each slice group carries, in its attributes, a **signature** (a fingerprint of the plane's data,
+its index, the contrast window, the bundle's layout and weights digest, the storage precision)
+and the **checksum** of every array. An entry is used only when its signature equals the one
+asked for and every array reads back with its checksum, so a store made for other data is never
+read, and a missing chunk (which zarr reads as zeros) or a flipped byte is detected, counted as
+``corrupt`` and re-encoded, never served as features.
+
+Entries are written whole under a temporary name and renamed into place (see
+:mod:`.store_files`), and group nodes are created atomically, so several processes (cluster
+workers, two terminals) can fill one store at once, even the same slices: an entry's path holds a
+finished entry or nothing, and a writer killed half-way leaves only a ``.nso-tmp-*`` folder that
+``napari-sam3-onnx store verify --repair`` removes.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,24 +40,32 @@ import numpy as np
 
 from ..models.base import Embedding
 from ..models.errors import Sam3OnnxError
+from . import store_files as sf
 from .store_keys import BundleTag, EntryKey, EntryStatus, fingerprint, safe_name
 
 __all__ = [
-    "BundleTag", "EmbeddingStore", "EntryKey", "EntryStatus", "StoreError", "fingerprint",
-    "safe_name",
+    "BundleTag", "EmbeddingStore", "EntryKey", "EntryStatus", "StoreError", "StoreMismatchError",
+    "fingerprint", "safe_name",
 ]
 
 FORMAT = "napari-sam3-onnx embedding store"
-VERSION = 1
+VERSION = 2
 ROOT_KEY = "napari_sam3_onnx"
 ENTRY_KEY = "napari_sam3_onnx_entry"
 PRECISIONS = ("fp32", "fp16")
 #: Largest chunk written, in bytes (features are split along their channel axis beyond it).
 CHUNK_BYTES = 4 << 20
+#: How a caller is told to proceed when a store belongs to another bundle or precision.
+REPLACE_HINT = ("Choose another store folder, or pass --replace-store (API: replace_store=True) "
+                "to discard its entries and fill it for this bundle and precision.")
 
 
 class StoreError(Sam3OnnxError):
     """The embedding store cannot be used (not a store, unwritable, a value fp16 cannot hold)."""
+
+
+class StoreMismatchError(StoreError):
+    """The store was made for another bundle or precision (see :data:`REPLACE_HINT`)."""
 
 
 def _chunks(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
@@ -63,6 +83,38 @@ def _jsonable(value):
     return json.loads(json.dumps(value))
 
 
+def root_meta(bundle: BundleTag, precision: str) -> dict:
+    """The root attributes of a store for ``bundle`` and ``precision``."""
+    return {"format": FORMAT, "version": VERSION, "precision": precision,
+            "bundle": {"id": bundle.id, **bundle.identity}}
+
+
+def describe(meta: Mapping) -> str:
+    """``bundle 'id' (layout, weights sha256:0123abcd..., fp16)`` for messages."""
+    b = meta.get("bundle") or {}
+    weights = str(b.get("weights", "?"))
+    return (f"bundle {b.get('id', '?')!r} ({b.get('layout', '?')}, weights {weights[:15]}..., "
+            f"{meta.get('precision', '?')})")
+
+
+def read_arrays(group, meta: Mapping) -> dict[str, np.ndarray] | None:
+    """An entry's features as stored, or None if one is missing, misshapen or fails its checksum."""
+    try:
+        out = {}
+        records = meta["arrays"]
+        if len(records) != len(meta["features"]):
+            return None
+        for i, ((name, _), rec) in enumerate(zip(meta["features"], records, strict=True)):
+            arr = np.asarray(group[f"f{i}"][...])
+            if (list(arr.shape) != list(rec["shape"]) or arr.dtype.str != rec["dtype"]
+                    or sf.checksum(arr) != rec[sf.CHECKSUM]):
+                return None
+            out[name] = arr
+        return out
+    except Exception:  # a lost array or chunk file, damaged metadata, a failed decompression
+        return None
+
+
 class EmbeddingStore:
     """Slice embeddings of one bundle and precision in a zarr v3 folder.
 
@@ -71,25 +123,30 @@ class EmbeddingStore:
     path : Path or str
         The store folder (created if missing, unless ``mode="r"``).
     bundle : BundleTag
-        The bundle whose embeddings are read and written; entries of other bundles are refused.
+        The bundle whose embeddings are read and written; a store made for another bundle (other
+        file contents) is refused.
     precision : {"fp32", "fp16"}, optional
         Storage precision of floating-point features. fp16 halves the size; features are read
         back in their original dtype, rounded to fp16's 11 significant bits. Default: the
         precision the store was created with (recorded in its root), fp32 for a new store.
+        Another precision than the store's is refused.
     mode : {"a", "r"}
         ``"a"`` reads and writes, ``"r"`` only reads.
+    replace : bool
+        If the store was made for another bundle or precision, discard its entries and adopt it
+        for ``bundle`` and ``precision`` (instead of raising :class:`StoreMismatchError`).
 
     Notes
     -----
-    ``hits``, ``misses`` (missing or incomplete), ``refused`` (signature mismatch) and ``writes``
-    count :meth:`get` and :meth:`put` calls.
+    ``hits``, ``misses`` (missing or incomplete), ``refused`` (signature mismatch), ``corrupt``
+    (an array missing or failing its checksum) and ``writes`` count :meth:`get` and :meth:`put`
+    calls.
     """
 
     def __init__(
-        self, path: Path | str, bundle: BundleTag, precision: str | None = None, mode: str = "a"
+        self, path: Path | str, bundle: BundleTag, precision: str | None = None, mode: str = "a",
+        replace: bool = False,
     ) -> None:
-        import zarr
-
         if precision not in (*PRECISIONS, None):
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         if mode not in ("a", "r"):
@@ -97,29 +154,67 @@ class EmbeddingStore:
         self.path = Path(path)
         self.bundle = bundle
         self.mode = mode
-        self.hits = self.misses = self.refused = self.writes = 0
+        self.hits = self.misses = self.refused = self.corrupt = self.writes = 0
         self._lock = threading.Lock()
         if mode == "r" and not self.path.exists():
             raise StoreError(f"No embedding store at {self.path}.")
         if self.path.exists() and not (self.path / "zarr.json").is_file():
-            if any(self.path.iterdir()):
+            if any(not sf.is_leftover(p.name) for p in self.path.iterdir()):
                 raise StoreError(f"{self.path} is a non-empty folder, not an embedding store.")
+        if mode == "a":
+            try:
+                sf.create_node(self.path, {ROOT_KEY: root_meta(bundle, precision or "fp32")})
+            except OSError as exc:
+                raise StoreError(f"Cannot create the store {self.path} ({exc}).") from exc
+        meta = self._open()
+        self.precision = precision or str(meta.get("precision", "fp32"))
+        problem = self._identity_problem(meta, precision)
+        if problem and replace and mode == "a":
+            self._reset(root_meta(bundle, self.precision))
+        elif problem:
+            raise StoreMismatchError(f"{problem} {REPLACE_HINT}")
+
+    def _open(self) -> Mapping:
+        import zarr
+
         try:
-            self._root = zarr.open_group(str(self.path), mode="r" if mode == "r" else "a",
-                                         zarr_format=3)
+            self._root = zarr.open_group(str(self.path), mode=self.mode, zarr_format=3)
         except Exception as exc:
             raise StoreError(f"Cannot open {self.path} as a zarr v3 store ({exc}).") from exc
         meta = self._root.attrs.get(ROOT_KEY)
-        if meta is None and mode == "a" and not list(self._root.keys()):
-            meta = {"format": FORMAT, "version": VERSION, "precision": precision or "fp32"}
-            self._root.attrs[ROOT_KEY] = meta
-        elif not isinstance(meta, Mapping) or meta.get("format") != FORMAT:
+        if not isinstance(meta, Mapping) or meta.get("format") != FORMAT:
             raise StoreError(f"{self.path} is a zarr store but not a napari-sam3-onnx embedding "
                              "store; choose a new folder for --store.")
-        elif int(meta.get("version", 0)) > VERSION:
+        if int(meta.get("version", 0)) > VERSION:
             raise StoreError(f"{self.path} was written by a newer napari-sam3-onnx "
                              f"(format {meta.get('version')}); update the plugin to read it.")
-        self.precision = precision or str(meta.get("precision", "fp32"))
+        return meta
+
+    def _identity_problem(self, meta: Mapping, precision: str | None) -> str:
+        """Why the store cannot serve this bundle and precision ("" if it can)."""
+        n = sum(len(self.entries(image)) for image in self.images())
+        if int(meta.get("version", 0)) < VERSION:
+            if n == 0 and self.mode == "a":  # nothing to misread: adopt it
+                self._reset(root_meta(self.bundle, self.precision))
+                return ""
+            return (f"The store {self.path} was written by an older napari-sam3-onnx that told "
+                    f"bundles apart by file sizes only; its {n} entries cannot be trusted.")
+        ours = root_meta(self.bundle, self.precision)
+        same_bundle = {k: (meta.get("bundle") or {}).get(k) for k in ("layout", "weights")} == \
+            self.bundle.identity
+        if same_bundle and (precision is None or precision == meta.get("precision")):
+            return ""
+        return (f"The store {self.path} holds {n} embedding(s) of {describe(meta)}; this run "
+                f"uses {describe(ours)}.")
+
+    def _reset(self, meta: dict) -> None:
+        """Remove every entry and record ``meta`` as the store's identity."""
+        for name in sf.child_nodes(self.path):
+            sf.remove(self.path / name)
+        for left in sf.leftovers(self.path):
+            shutil.rmtree(left, ignore_errors=True)
+        sf.replace_node_metadata(self.path, {ROOT_KEY: meta})
+        self._open()
 
     # ---- signatures --------------------------------------------------------------------------
     def signature(self, key: EntryKey) -> dict:
@@ -127,8 +222,7 @@ class EmbeddingStore:
         window = None if key.window is None else [float(key.window[0]), float(key.window[1])]
         sig = {
             "fingerprint": key.fingerprint, "index": [int(i) for i in key.index],
-            "window": window, "rgb": bool(key.rgb), "bundle": self.bundle.id,
-            "layout": self.bundle.layout, "weights": self.bundle.weights,
+            "window": window, "rgb": bool(key.rgb), **self.bundle.identity,
             "precision": self.precision,
         }
         if key.region is not None:  # whole-plane signatures stay as they were
@@ -139,13 +233,11 @@ class EmbeddingStore:
         try:
             group = self._root[key.path]
             meta = group.attrs.get(ENTRY_KEY)
-        except Exception:  # missing node, or metadata cut short by a crash
+        except Exception:  # missing node, or damaged metadata
             return None, None
         return group, meta
 
-    def status(self, key: EntryKey) -> EntryStatus:
-        """Whether ``key``'s entry is missing, half-written, made for other data, or usable."""
-        group, meta = self._entry_meta(key)
+    def _state(self, group, meta, key: EntryKey) -> EntryStatus:
         if group is None:
             return EntryStatus.MISSING
         if not isinstance(meta, Mapping) or not meta.get("complete"):
@@ -154,29 +246,40 @@ class EmbeddingStore:
             return EntryStatus.MISMATCH
         return EntryStatus.COMPLETE
 
+    def status(self, key: EntryKey) -> EntryStatus:
+        """Whether ``key``'s entry is missing, half-written, made for other data, or complete.
+
+        Reads metadata only; :meth:`check` also verifies the arrays.
+        """
+        return self._state(*self._entry_meta(key), key)
+
+    def check(self, key: EntryKey) -> EntryStatus:
+        """:meth:`status`, with a complete entry's arrays read and checked (else ``CORRUPT``)."""
+        group, meta = self._entry_meta(key)
+        state = self._state(group, meta, key)
+        if state is EntryStatus.COMPLETE and read_arrays(group, meta) is None:
+            return EntryStatus.CORRUPT
+        return state
+
     # ---- reading and writing ----------------------------------------------------------------
     def get(self, key: EntryKey) -> Embedding | None:
-        """The stored embedding for ``key``, or None if missing, incomplete or mismatched."""
-        state = self.status(key)
+        """The stored embedding for ``key``; None if missing, incomplete, mismatched or corrupt."""
+        group, meta = self._entry_meta(key)
+        state = self._state(group, meta, key)
+        stored = read_arrays(group, meta) if state is EntryStatus.COMPLETE else None
         with self._lock:
             if state is EntryStatus.MISMATCH:
                 self.refused += 1
             elif state is not EntryStatus.COMPLETE:
                 self.misses += 1
-        if state is not EntryStatus.COMPLETE:
+            elif stored is None:
+                self.corrupt += 1
+            else:
+                self.hits += 1
+        if stored is None:
             return None
-        group, meta = self._entry_meta(key)
-        try:
-            features = {
-                name: np.asarray(group[f"f{i}"][...]).astype(dtype, copy=False)
-                for i, (name, dtype) in enumerate(meta["features"])
-            }
-        except Exception:  # a chunk lost after the marker: treat as not there
-            with self._lock:
-                self.misses += 1
-            return None
-        with self._lock:
-            self.hits += 1
+        features = {name: stored[name].astype(dtype, copy=False) for name, dtype in
+                    meta["features"]}
         return Embedding(features, tuple(meta["input_size"]), tuple(meta["image_shape"]))
 
     def stored_features(self, embedding: Embedding) -> dict[str, np.ndarray]:
@@ -200,13 +303,18 @@ class EmbeddingStore:
         return out
 
     def put(self, key: EntryKey, embedding: Embedding) -> Embedding:
-        """Write ``embedding`` for ``key`` (replacing any old entry); the marker goes last.
+        """Write ``embedding`` for ``key``, replacing any old entry, as one whole entry.
+
+        The arrays and their checksums are written under a temporary name, the ``complete``
+        marker last, and the entry is then renamed into place.
 
         Returns
         -------
         Embedding
             The embedding as :meth:`get` will return it (fp16-rounded with ``"fp16"``).
         """
+        import zarr
+
         if self.mode == "r":
             raise StoreError(f"The store {self.path} was opened read-only.")
         stored = self.stored_features(embedding)
@@ -217,13 +325,24 @@ class EmbeddingStore:
             "features": [[n, np.asarray(a).dtype.str] for n, a in embedding.features.items()],
         }
         image, slice_name = key.path.split("/")
-        parent = self._root.require_group(image)
-        group = parent.create_group(slice_name, overwrite=True, attributes={ENTRY_KEY: meta})
-        for i, arr in enumerate(stored.values()):
-            array = group.create_array(f"f{i}", shape=arr.shape, dtype=arr.dtype,
-                                       chunks=_chunks(arr.shape, arr.dtype.itemsize))
-            array[...] = arr
-        group.attrs[ENTRY_KEY] = {**meta, "complete": True}
+        folder = self.path / image
+        sf.create_node(folder)
+        tmp = folder / sf.temp_name(slice_name)
+        try:
+            group = zarr.open_group(str(tmp), mode="w", zarr_format=3,
+                                    attributes={ENTRY_KEY: meta})
+            records = []
+            for i, arr in enumerate(stored.values()):
+                array = group.create_array(f"f{i}", shape=arr.shape, dtype=arr.dtype,
+                                           chunks=_chunks(arr.shape, arr.dtype.itemsize))
+                array[...] = arr
+                records.append({"shape": list(arr.shape), "dtype": arr.dtype.str,
+                                sf.CHECKSUM: sf.checksum(arr)})
+            group.attrs[ENTRY_KEY] = {**meta, "arrays": records, "complete": True}
+            sf.place(tmp, folder / slice_name)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         with self._lock:
             self.writes += 1
         features = {n: stored[n].astype(np.asarray(a).dtype, copy=False)
@@ -232,17 +351,14 @@ class EmbeddingStore:
 
     # ---- listing ----------------------------------------------------------------------------
     def prepare(self, images: Sequence[str]) -> None:
-        """Create the image groups up front (before many processes write slices into them)."""
+        """Create the image groups up front (safe while other processes do the same)."""
         for image in images:
-            self._root.require_group(safe_name(image))
+            sf.create_node(self.path / safe_name(image))
 
     def images(self) -> list[str]:
         """Names of the images that have a group in the store."""
-        return sorted(self._root.group_keys())
+        return sf.child_nodes(self.path)
 
     def entries(self, image: str) -> list[str]:
-        """Slice group names of ``image`` (complete or not)."""
-        name = safe_name(image)
-        if name not in self._root:
-            return []
-        return sorted(self._root[name].group_keys())
+        """Slice group names of ``image`` (complete or not; no temporary leftovers)."""
+        return sf.child_nodes(self.path / safe_name(image))

@@ -1,7 +1,8 @@
 """What identifies a stored slice embedding: data fingerprint, place, window, bundle.
 
 These values make up an entry's signature in :class:`~.store.EmbeddingStore`; two entries are
-interchangeable only when every part is equal.
+interchangeable only when every part is equal. The bundle is identified by the content of its
+graph and weight files (:func:`~.bundle_digest.bundle_digest`), not by its folder's name.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-_WEIGHT_FILE = re.compile(r".*(\.onnx|\.onnx[._]data|\.data|\.bin|\.npz)$")
+from .bundle_digest import bundle_digest
 
 
 class EntryStatus(enum.StrEnum):
@@ -25,6 +26,8 @@ class EntryStatus(enum.StrEnum):
     """Started but never marked complete (interrupted): it will be recomputed."""
     MISMATCH = "mismatch"
     """Complete, but for other data, another window, bundle or precision: refused."""
+    CORRUPT = "corrupt"
+    """Marked complete, but an array is missing, unreadable or fails its checksum."""
     COMPLETE = "complete"
 
 
@@ -48,26 +51,31 @@ class BundleTag:
     Attributes
     ----------
     id : str
-        Bundle id (the registry id, or the bundle folder's name).
+        Bundle id (the registry id, or the bundle folder's name); shown in messages only.
     layout : str
         The adapter's layout id.
     weights : str
-        Digest of the names and byte sizes of the bundle's graph and weight files.
+        Digest of the names and contents of the bundle's graph and weight files.
     """
 
     id: str
     layout: str
     weights: str = ""
 
+    @property
+    def identity(self) -> dict[str, str]:
+        """What must be equal for two bundles to give the same embeddings (JSON-ready)."""
+        return {"layout": self.layout, "weights": self.weights}
+
     @classmethod
     def for_folder(cls, folder: Path | str, layout: str, bundle_id: str | None = None) -> BundleTag:
-        """The tag of a bundle folder (file sizes only are read, nothing is hashed)."""
+        """The tag of a bundle folder, by the content of its files.
+
+        The first call hashes the weights (seconds for a full bundle) unless ``manifest.json``
+        records their SHA-256; later calls read the cached digests.
+        """
         folder = Path(folder)
-        files = sorted(p for p in folder.iterdir() if p.is_file() and _WEIGHT_FILE.match(p.name))
-        digest = hashlib.blake2b(digest_size=8)
-        for p in files:
-            digest.update(f"{p.name}:{p.stat().st_size};".encode())
-        return cls(bundle_id or folder.name, layout, digest.hexdigest())
+        return cls(bundle_id or folder.name, layout, bundle_digest(folder))
 
 
 @dataclass(frozen=True)
