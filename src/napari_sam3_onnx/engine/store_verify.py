@@ -48,7 +48,7 @@ class StoreCheck:
     identity : str
         The store's bundle and precision, for messages.
     entries : list of EntryCheck
-        Every entry and leftover, in path order.
+        Every entry in path order, each image's leftovers of killed writers after its entries.
     removed : int
         Entries and leftovers removed (``repair=True``).
     """
@@ -127,7 +127,7 @@ def verify_store(path: Path | str, repair: bool = False) -> StoreCheck:
         for p in sf.leftovers(path)]
     for image in images:
         folder = path / image
-        for p in sorted(folder.iterdir()):
+        for p in sorted(folder.iterdir(), key=lambda p: (sf.is_leftover(p.name), p.name)):
             if not p.is_dir():
                 continue
             name = f"{image}/{p.name}"
