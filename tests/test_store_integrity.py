@@ -9,7 +9,13 @@ from conftest import blob_image
 from napari_sam3_onnx.cli import main
 from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.engine.precompute import StoreBackedEncoder, precompute
-from napari_sam3_onnx.engine.store import ENTRY_KEY, BundleTag, EmbeddingStore, EntryKey, fingerprint
+from napari_sam3_onnx.engine.store import (
+    ENTRY_KEY,
+    BundleTag,
+    EmbeddingStore,
+    EntryKey,
+    fingerprint,
+)
 from napari_sam3_onnx.engine.store_files import TMP_PREFIX, checksum
 from napari_sam3_onnx.engine.store_verify import EntryState, verify_store
 from napari_sam3_onnx.models.base import Embedding

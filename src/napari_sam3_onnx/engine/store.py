@@ -255,25 +255,35 @@ class EmbeddingStore:
 
     def check(self, key: EntryKey) -> EntryStatus:
         """:meth:`status`, with a complete entry's arrays read and checked (else ``CORRUPT``)."""
-        group, meta = self._entry_meta(key)
-        state = self._state(group, meta, key)
-        if state is EntryStatus.COMPLETE and read_arrays(group, meta) is None:
-            return EntryStatus.CORRUPT
-        return state
+        return self._read(key)[0]
+
+    def _read(self, key: EntryKey):
+        """``(status, meta, arrays)``; arrays None unless the entry is complete and intact.
+
+        A failed read is tried once more: another writer may have replaced the entry while it
+        was read (then the new one is read whole).
+        """
+        for _ in range(2):
+            group, meta = self._entry_meta(key)
+            state = self._state(group, meta, key)
+            if state is not EntryStatus.COMPLETE:
+                return state, meta, None
+            stored = read_arrays(group, meta)
+            if stored is not None:
+                return state, meta, stored
+        return EntryStatus.CORRUPT, meta, None
 
     # ---- reading and writing ----------------------------------------------------------------
     def get(self, key: EntryKey) -> Embedding | None:
         """The stored embedding for ``key``; None if missing, incomplete, mismatched or corrupt."""
-        group, meta = self._entry_meta(key)
-        state = self._state(group, meta, key)
-        stored = read_arrays(group, meta) if state is EntryStatus.COMPLETE else None
+        state, meta, stored = self._read(key)
         with self._lock:
             if state is EntryStatus.MISMATCH:
                 self.refused += 1
-            elif state is not EntryStatus.COMPLETE:
-                self.misses += 1
-            elif stored is None:
+            elif state is EntryStatus.CORRUPT:
                 self.corrupt += 1
+            elif stored is None:
+                self.misses += 1
             else:
                 self.hits += 1
         if stored is None:
