@@ -209,6 +209,10 @@ def test_store_guards_its_folder(tmp_path):
         EmbeddingStore(tmp_path / "img.zarr", TAG)
     with pytest.raises(StoreError, match="No embedding store"):
         EmbeddingStore(tmp_path / "none.zarr", TAG, mode="r")
+    (tmp_path / "file.zarr").write_text("mine")
+    with pytest.raises(StoreError, match="is a file"):
+        EmbeddingStore(tmp_path / "file.zarr", TAG)
+    assert (tmp_path / "file.zarr").read_text() == "mine"
     EmbeddingStore(tmp_path / "ok.zarr", TAG)
     ro = EmbeddingStore(tmp_path / "ok.zarr", TAG, mode="r")
     with pytest.raises(StoreError, match="read-only"):

@@ -135,6 +135,13 @@ def test_manifest_hashes_are_used_instead_of_hashing(twins, hashes):
     files["vision_encoder.onnx"]["bytes"] += 1
     (a / "manifest.json").write_text(json.dumps({"files": files}))
     assert bd.bundle_digest(a) == computed and hashes == ["vision_encoder.onnx"]
+    # a file replaced after the manifest was written: hashed, whatever the manifest says
+    hashes.clear()
+    data = a / "vision_encoder.onnx_data"
+    (np.fromfile(data, np.float32) * 3).astype(np.float32).tofile(data)
+    later = (a / "manifest.json").stat().st_mtime_ns + 10**9
+    os.utime(data, ns=(later, later))
+    assert bd.bundle_digest(a) != computed and hashes == ["vision_encoder.onnx_data"]
 
 
 def test_precision_mismatch_is_refused_and_replace_store_starts_afresh(hf_bundle, tmp_path,

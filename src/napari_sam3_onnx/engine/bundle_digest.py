@@ -9,7 +9,7 @@ remembered in a small JSON file, keyed by the file's size and modification time 
 beside the files (``<bundle>/.napari-sam3-onnx-digests.json``), or in the plugin's data folder
 when the bundle folder is read-only. A bundle whose ``manifest.json`` records the SHA-256 of a
 file (nso-sam3 exports) is not hashed for that file at all; the recorded value is used when the
-recorded size matches the file's.
+recorded size matches the file's and the file is not newer than the manifest.
 """
 
 from __future__ import annotations
@@ -44,14 +44,20 @@ def sha256_file(path: Path, block: int = 8 << 20) -> str:
     return digest.hexdigest()
 
 
-def _manifest_hashes(folder: Path) -> dict[str, tuple[int, str]]:
-    """``name -> (bytes, sha256)`` recorded in ``manifest.json`` (empty if none or unreadable)."""
+def _manifest_hashes(folder: Path) -> tuple[dict[str, tuple[int, str]], int]:
+    """``name -> (bytes, sha256)`` recorded in ``manifest.json``, and its ``mtime_ns``.
+
+    Empty (and 0) if there is no readable manifest with hashes.
+    """
+    path = folder / "manifest.json"
     try:
-        files = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["files"]
-        return {str(n): (int(v["bytes"]), str(v["sha256"]).lower()) for n, v in files.items()
-                if isinstance(v, dict) and re.fullmatch(r"[0-9a-fA-F]{64}", str(v.get("sha256")))}
+        files = json.loads(path.read_text(encoding="utf-8"))["files"]
+        recorded = {str(n): (int(v["bytes"]), str(v["sha256"]).lower())
+                    for n, v in files.items() if isinstance(v, dict)
+                    and re.fullmatch(r"[0-9a-fA-F]{64}", str(v.get("sha256")))}
+        return recorded, path.stat().st_mtime_ns
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
+        return {}, 0
 
 
 def _cache_paths(folder: Path) -> list[Path]:
@@ -91,10 +97,12 @@ def _write_cache(paths: list[Path], files: dict[str, dict]) -> None:
 def file_hashes(folder: Path | str) -> dict[str, str]:
     """``name -> sha256`` of the bundle's weight files, hashing only what no record covers.
 
-    A file is hashed again when its size or ``mtime_ns`` differ from the cached ones.
+    A file is hashed again when its size or ``mtime_ns`` differ from the cached ones. A
+    manifest's record is used for a file of the recorded size that is not newer than the
+    manifest (a file replaced after the export is hashed).
     """
     folder = Path(folder)
-    recorded = _manifest_hashes(folder)
+    recorded, manifest_mtime = _manifest_hashes(folder)
     paths = _cache_paths(folder)
     cache = _read_cache(paths)
     out: dict[str, str] = {}
@@ -102,7 +110,7 @@ def file_hashes(folder: Path | str) -> dict[str, str]:
     for path in weight_files(folder):
         st = path.stat()
         rec = recorded.get(path.name)
-        if rec is not None and rec[0] == st.st_size:
+        if rec is not None and rec[0] == st.st_size and st.st_mtime_ns <= manifest_mtime:
             out[path.name] = rec[1]
             continue
         hit = cache.get(path.name)

@@ -158,6 +158,8 @@ class EmbeddingStore:
         self._lock = threading.Lock()
         if mode == "r" and not self.path.exists():
             raise StoreError(f"No embedding store at {self.path}.")
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"{self.path} is a file, not an embedding store (a folder).")
         if self.path.exists() and not (self.path / "zarr.json").is_file():
             if any(not sf.is_leftover(p.name) for p in self.path.iterdir()):
                 raise StoreError(f"{self.path} is a non-empty folder, not an embedding store.")
@@ -168,6 +170,9 @@ class EmbeddingStore:
                 raise StoreError(f"Cannot create the store {self.path} ({exc}).") from exc
         meta = self._open()
         self.precision = precision or str(meta.get("precision", "fp32"))
+        if int(meta.get("version", 0)) < VERSION and mode == "a" and not self._count():
+            meta = root_meta(bundle, self.precision)  # an older, empty store: nothing to misread
+            self._reset(meta)
         problem = self._identity_problem(meta, precision)
         if problem and replace and mode == "a":
             self._reset(root_meta(bundle, self.precision))
@@ -190,22 +195,21 @@ class EmbeddingStore:
                              f"(format {meta.get('version')}); update the plugin to read it.")
         return meta
 
+    def _count(self) -> int:
+        """Entries in the store (complete or not)."""
+        return sum(len(self.entries(image)) for image in self.images())
+
     def _identity_problem(self, meta: Mapping, precision: str | None) -> str:
         """Why the store cannot serve this bundle and precision ("" if it can)."""
-        n = sum(len(self.entries(image)) for image in self.images())
         if int(meta.get("version", 0)) < VERSION:
-            if n == 0 and self.mode == "a":  # nothing to misread: adopt it
-                self._reset(root_meta(self.bundle, self.precision))
-                return ""
             return (f"The store {self.path} was written by an older napari-sam3-onnx that told "
-                    f"bundles apart by file sizes only; its {n} entries cannot be trusted.")
-        ours = root_meta(self.bundle, self.precision)
-        same_bundle = {k: (meta.get("bundle") or {}).get(k) for k in ("layout", "weights")} == \
-            self.bundle.identity
-        if same_bundle and (precision is None or precision == meta.get("precision")):
+                    f"bundles apart by file sizes only; its {self._count()} entries cannot be "
+                    "trusted.")
+        theirs = {k: (meta.get("bundle") or {}).get(k) for k in ("layout", "weights")}
+        if theirs == self.bundle.identity and precision in (None, meta.get("precision")):
             return ""
-        return (f"The store {self.path} holds {n} embedding(s) of {describe(meta)}; this run "
-                f"uses {describe(ours)}.")
+        return (f"The store {self.path} holds {self._count()} embedding(s) of {describe(meta)}; "
+                f"this run uses {describe(root_meta(self.bundle, self.precision))}.")
 
     def _reset(self, meta: dict) -> None:
         """Remove every entry and record ``meta`` as the store's identity."""
