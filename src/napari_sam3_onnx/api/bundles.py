@@ -134,7 +134,7 @@ class Bundle:
             False.
         """
         if isinstance(path, EmbeddingStore):
-            if path.bundle != self.tag:
+            if path.bundle.identity != self.tag.identity:
                 raise ValueError(f"The store was opened for bundle {path.bundle.id!r}, not "
                                  f"{self.tag.id!r}.")
             return path
