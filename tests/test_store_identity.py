@@ -169,14 +169,28 @@ def test_precision_mismatch_is_refused_and_replace_store_starts_afresh(hf_bundle
 
 
 def test_replace_keeps_files_that_are_not_entries(tmp_path):
-    tag = BundleTag("x", "hf-tracker", "sha256:1")
+    from napari_sam3_onnx.engine.store import EntryKey
+    from napari_sam3_onnx.models.base import Embedding
+
+    tag, other = BundleTag("x", "hf-tracker", "sha256:1"), BundleTag("y", "hf-tracker", "sha256:2")
     store = tmp_path / "s.zarr"
-    EmbeddingStore(store, tag)
+    emb = Embedding({"f": np.ones((2, 3), np.float32)}, (84, 84), (9, 9))
+    EmbeddingStore(store, tag).put(EntryKey("cells", (0,), "f"), emb)
     (store / "README.txt").write_text("my notes")
-    EmbeddingStore(store, BundleTag("y", "hf-tracker", "sha256:2"), replace=True)
-    assert (store / "README.txt").read_text() == "my notes"
+    with pytest.raises(StoreMismatchError, match="holds 1 embedding"):
+        EmbeddingStore(store, other)
+    replaced = EmbeddingStore(store, other, replace=True)
+    assert replaced.images() == [] and (store / "README.txt").read_text() == "my notes"
+    replaced.put(EntryKey("cells", (0,), "f"), emb)
     with pytest.raises(StoreMismatchError):
         EmbeddingStore(store, tag)
+
+
+def test_an_empty_store_of_another_bundle_is_simply_adopted(tmp_path):
+    EmbeddingStore(tmp_path / "s.zarr", BundleTag("x", "hf-tracker", "sha256:1"))
+    st = EmbeddingStore(tmp_path / "s.zarr", BundleTag("y", "hf-tracker", "sha256:2"), "fp16")
+    assert st.precision == "fp16"
+    assert EmbeddingStore(tmp_path / "s.zarr", st.bundle).precision == "fp16"
 
 
 def test_an_older_store_is_refused_unless_empty(tmp_path):

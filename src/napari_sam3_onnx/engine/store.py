@@ -56,8 +56,9 @@ PRECISIONS = ("fp32", "fp16")
 #: Largest chunk written, in bytes (features are split along their channel axis beyond it).
 CHUNK_BYTES = 4 << 20
 #: How a caller is told to proceed when a store belongs to another bundle or precision.
-REPLACE_HINT = ("Choose another store folder, or pass --replace-store (API: replace_store=True) "
-                "to discard its entries and fill it for this bundle and precision.")
+REPLACE_HINT = ("Choose another store folder, or empty this one and fill it for this bundle and "
+                "precision with 'napari-sam3-onnx precompute ... --replace-store' (Python: "
+                "api.precompute(..., replace_store=True)).")
 
 
 class StoreError(Sam3OnnxError):
@@ -134,7 +135,8 @@ class EmbeddingStore:
         ``"a"`` reads and writes, ``"r"`` only reads.
     replace : bool
         If the store was made for another bundle or precision, discard its entries and adopt it
-        for ``bundle`` and ``precision`` (instead of raising :class:`StoreMismatchError`).
+        for ``bundle`` and ``precision`` (instead of raising :class:`StoreMismatchError`). A
+        store with no entries is adopted in any case.
 
     Notes
     -----
@@ -170,11 +172,8 @@ class EmbeddingStore:
                 raise StoreError(f"Cannot create the store {self.path} ({exc}).") from exc
         meta = self._open()
         self.precision = precision or str(meta.get("precision", "fp32"))
-        if int(meta.get("version", 0)) < VERSION and mode == "a" and not self._count():
-            meta = root_meta(bundle, self.precision)  # an older, empty store: nothing to misread
-            self._reset(meta)
         problem = self._identity_problem(meta, precision)
-        if problem and replace and mode == "a":
+        if problem and mode == "a" and (replace or not self._count()):  # empty: nothing to lose
             self._reset(root_meta(bundle, self.precision))
         elif problem:
             raise StoreMismatchError(f"{problem} {REPLACE_HINT}")
