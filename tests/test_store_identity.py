@@ -208,3 +208,42 @@ def test_an_older_store_is_refused_unless_empty(tmp_path):
         EmbeddingStore(tmp_path / "full.zarr", tag)
     EmbeddingStore(tmp_path / "full.zarr", tag, replace=True)
     assert EmbeddingStore(tmp_path / "full.zarr", tag).images() == []
+
+
+def test_text_with_another_bundles_store_is_refused_before_any_work(hf_bundle, tmp_path,
+                                                                     capsys):
+    import tifffile
+
+    from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
+    from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
+
+    wk = build_wkentaro_v03(tmp_path / "wk-bundle")
+    write_toy_tokenizer(wk)
+    tif = tmp_path / "st.tif"
+    tifffile.imwrite(tif, stack())
+    store = tmp_path / "hf.zarr"
+    assert main(["precompute", str(hf_bundle), str(tif), "--store", str(store)]) == 0
+    before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    code = main(["text", str(wk), str(tif), "--concepts", "cell", "--out",
+                 str(tmp_path / "l.tif"), "--store", str(store)])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert "hf_tracker" in err and "wk-bundle" in err and "--replace-store" in err
+    assert {p: p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
+
+
+def test_replace_store_on_a_cluster(hf_bundle, tmp_path, capsys):
+    pytest.importorskip("distributed")
+    import tifffile
+
+    tif = tmp_path / "st.tif"
+    tifffile.imwrite(tif, stack())
+    base = ["precompute", str(hf_bundle), str(tif), "--store", str(tmp_path / "c.zarr"),
+            "--workers", "1", "--no-processes"]
+    assert main([*base, "--fp16"]) == 0
+    assert main([*base, "--fp32"]) == 1
+    assert main([*base, "--fp32", "--replace-store"]) == 0
+    assert "encoded 3, skipped 0" in capsys.readouterr().out
+    report = api.verify_store(tmp_path / "c.zarr")
+    assert report.count("ok") == 3 and "fp32" in report.identity

@@ -58,8 +58,9 @@ class StoreCheck:
     entries: list[EntryCheck] = field(default_factory=list)
     removed: int = 0
 
-    def count(self, state: EntryState) -> int:
-        """How many entries are in ``state``."""
+    def count(self, state: EntryState | str) -> int:
+        """How many entries are in ``state`` (an :class:`EntryState` or its value)."""
+        state = EntryState(state)
         return sum(e.state is state for e in self.entries)
 
     @property
