@@ -43,6 +43,7 @@ from .io import InputError, image_names, parse_slices, planes_view, read_image
 from .jobs import StackJob
 from .propagate import Seed, propagate
 from .text import TextResult, iter_search_text, search_text, table_columns
+from .validate import check_box, check_points, check_window
 
 __all__ = [
     "Bundle", "EmbeddingStore", "InputError", "PrecomputeReport", "Prompt", "Seed", "StackJob",
@@ -197,12 +198,19 @@ def segment(
     """
     view = planes_view(data, axis, rgb)
     index = tuple(int(i) for i in index)
-    plane = extract_plane(view, index, rgb)
-    win = None if window is None else (float(window[0]), float(window[1]))
+    try:
+        plane = extract_plane(view, index, rgb)
+    except (IndexError, ValueError) as exc:
+        lead = tuple(view.shape[:view.ndim - (3 if rgb else 2)])
+        raise InputError(f"index={index} does not name a plane of data whose leading axes are "
+                         f"{lead} ({exc}).") from exc
+    win = check_window(window)
+    pts = np.zeros((0, 2)) if points_rc is None else points_rc
+    check_points(pts, labels, plane.shape)
+    check_box(box_rc, plane.shape)
     ref = SliceRef(view, index, rgb, win, source=image, data_version=fingerprint(plane))
     st = None if store is None else bundle.open_store(store)
     emb = bundle.encoder(st, bundle.cache).embed(ref)
-    pts = np.zeros((0, 2)) if points_rc is None else points_rc
     prompt = Prompt.clicks(pts, labels, box_rc, mask_logits)
     detector = not bundle.adapter.has(Capability.CLICKS) and bundle.adapter.has(Capability.TEXT)
     return segment_prompt(bundle.adapter, emb, prompt, bundle.texts if detector else None)
