@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from ..api.io import InputError
@@ -54,7 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     record = args.record = RunRecord()
     try:
-        with signals_as_interrupt():
+        with signals_as_interrupt(), warnings.catch_warnings():
+            warnings.showwarning = _warn_line
             return int(args.func(args))
     except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM / SIGHUP (signals.Terminated)
         what = getattr(exc, "name", "Ctrl+C")
@@ -78,7 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 DEBUG_ENV = "NAPARI_SAM3_ONNX_DEBUG"
 
 
-def _one_line(exc: BaseException) -> str:
+def _warn_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one ``warning: ...`` line on stderr (no file name and source line)."""
+    print(f"warning: {_one_line(message)}", file=sys.stderr)
+
+
+def _one_line(exc: BaseException | Warning | str) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text[:600]
 

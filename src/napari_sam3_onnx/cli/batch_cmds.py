@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -61,9 +60,11 @@ def _plane_pixel_size(args: argparse.Namespace, path: Path, ndim: int):
 
 
 def _need_distributed() -> None:
-    if importlib.util.find_spec("distributed") is None:
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
         raise InputError("--workers and --scheduler need dask.distributed, which is not "
-                         "installed: pip install 'napari-sam3-onnx[cluster]'.")
+                         "installed: pip install 'napari-sam3-onnx[cluster]'.") from None
 
 
 def cmd_precompute(args: argparse.Namespace) -> int:
