@@ -129,6 +129,22 @@ def test_threads_and_slice_steps_are_checked(hf_bundle):
         api.StackJob(STACK, slices=slice(7, 9)).indices()
 
 
+@pytest.mark.parametrize(("options", "message"), [
+    ({"floor": np.nan}, "between 0 and 1"), ({"floor": 1.5}, "between 0 and 1"),
+    ({"min_area": -3}, "min_area=-3"),
+])
+def test_text_options_are_checked_before_work(tmp_path, monkeypatch, options, message):
+    from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
+    from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
+
+    folder = build_wkentaro_v03(tmp_path / "wk")
+    write_toy_tokenizer(folder)
+    bundle = api.open_bundle(folder)
+    monkeypatch.setattr(type(bundle.adapter), "encode", None)  # encoding would be a TypeError
+    with pytest.raises(InputError, match=message):
+        api.search_text(bundle, STACK, "nucleus", **options)
+
+
 def _deny(monkeypatch, denied: Path):
     real = os.access
     monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == denied

@@ -50,7 +50,8 @@ CASES = [
                         "{d}/emb.zarr", "--overwrite"], 2, "is the embedding store", ()),
     ("out-in-store", [*TEXT, "--out", "{d}/emb.zarr/x.zarr", "--store", "{d}/emb.zarr"], 2,
      "is inside the embedding store", ()),
-    ("out-missing-folder", [*TEXT, "--out", "{d}/nowhere/o.tif"], 2, "does not exist", ()),
+    ("out-missing-folder", [*TEXT, "--out", "{d}/nowhere/o.tif", "--store", "{d}/never.zarr"],
+     2, "does not exist", ()),
     ("out-equals-table", [*TEXT, "--out", "{d}/same.tif", "--table", "{d}/same.tif"], 2,
      "name the same file", ()),
     ("out-is-folder", [*TEXT, "--out", "{d}/dir.tif", "--overwrite"], 2, "is a folder", ()),
@@ -78,6 +79,8 @@ CASES = [
     ("step-zero", [*TEXT, "--out", "{d}/s0.tif", "--slices", "0:5:0"], 2, "step must be", ()),
     ("no-distributed", [*PRE, "--store", "{d}/s2.zarr", "--workers", "2"], 2,
      "napari-sam3-onnx[cluster]", ()),
+    ("no-distributed-scheduler", [*PRE, "--store", "{d}/s2.zarr", "--scheduler", "tcp://x:1"],
+     2, "napari-sam3-onnx[cluster]", ()),
     ("huge-object-id", [*PROP, "--click", "3000000000", "3", "13", "24", "--out", "{d}/h.tif"],
      2, "up to 2147483647", ()),
     ("click-outside", [*PROP, "--click", "1", "3", "13", "900", "--out", "{d}/h.tif"], 2,
@@ -181,7 +184,7 @@ def tree(tmp_path_factory):
 @pytest.fixture(scope="module")
 def results(tree):
     cases = [{"id": cid, "argv": [a.format(d=tree / "data", b=tree / "bundles") for a in argv],
-              "no_distributed": cid == "no-distributed"} for cid, argv, *_ in CASES]
+              "no_distributed": cid.startswith("no-distributed")} for cid, argv, *_ in CASES]
     spec = tree / "cases.json"
     spec.write_text(json.dumps({"root": str(tree), "cases": cases}))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"),
@@ -214,6 +217,7 @@ def test_successful_cases_did_what_they_say(results, tree):
     assert tifffile.imread(d / "o.tif").shape == (3, 60, 90)
     assert tifffile.imread(d / "old.tif").shape == (3, 60, 90)  # replaced with --overwrite
     assert not list(d.glob(".*partial"))  # no temporary left behind
+    assert not (d / "never.zarr").exists()  # the output folder was checked before the store
     out = results["tiles-not-slices"]["stdout"]
     assert "tiles of 3 slices" in out, out  # 60 x 90 planes in 40-px tiles: 6 tiles each
     labels = tifffile.imread(d / "two.tif")

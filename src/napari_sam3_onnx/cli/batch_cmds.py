@@ -113,6 +113,22 @@ def _record(args: argparse.Namespace, store: Path | None, unit: str = "slice") -
     return record
 
 
+def _counted_store(bundle: api.Bundle, record: RunRecord, path: Path | None):
+    """The store opened for ``bundle``, counting the entries this run completes in ``record``."""
+    if path is None:
+        return None
+    store = bundle.open_store(path)
+    put = store.put
+
+    def counted(key, embedding):
+        out = put(key, embedding)
+        record.stored += 1  # put returns only once the entry is complete
+        return out
+
+    store.put = counted
+    return store
+
+
 def _stream(view_shape, results, n_lead):
     """Label planes in C order: the searched ones from ``results``, zeros elsewhere."""
     pending = next(results, None)
@@ -146,16 +162,16 @@ def cmd_text(args: argparse.Namespace) -> int:
     bundle.texts  # noqa: B018 -- fail now, not after encoding, when the tokenizer is missing
     n_lead = view.ndim - (3 if args.rgb else 2)
     rows: list[dict] = []
-    bar = Bar("search (slices)")
     record = _record(args, args.store, "tile" if args.tile else "slice")
+    store = _counted_store(bundle, record, args.store)
+    bar = Bar("search (slices)")
 
     def results():
-        for n, (index, res) in enumerate(api.iter_search_text(
+        for index, res in api.iter_search_text(
             bundle, view, phrases, floor=args.floor, rgb=args.rgb, window=job.window,
-            slices=job.slices, store=args.store, image=job.image, min_area=args.min_area,
+            slices=job.slices, store=store, image=job.image, min_area=args.min_area,
             fill_holes=args.fill_holes, progress=bar.update, tile=args.tile,
-        )):
-            record.stored = 0 if args.tile else n + 1  # tiles per slice vary: not counted
+        ):
             rows.extend(table_rows(res))
             yield index, res
 
@@ -205,13 +221,14 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     except PromptError as exc:
         raise PromptError(f"{exc} (--range {args.range})" if index_range else str(exc)) from None
     bundle = _bundle(args)
-    bar = Bar("propagate (slices)")
     record = _record(args, args.store)
+    store = _counted_store(bundle, record, args.store)
+    bar = Bar("propagate (slices)")
     try:
         labels, result = api.propagate(
             bundle, view, seeds, fixed=args.fixed or (), rgb=args.rgb, window=job.window,
             direction=args.direction, index_range=index_range, stop_after_absent=args.stop_after,
-            store=args.store, image=name, progress=bar.update)
+            store=store, image=name, progress=bar.update)
     finally:
         bar.close()
     write_labels(args.out, labels.shape, iter(labels), _plane_pixel_size(args, path, view.ndim))

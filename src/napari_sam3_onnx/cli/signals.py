@@ -76,7 +76,8 @@ class RunRecord:
     unit : str
         What the store's entries are (``"slice"`` or ``"tile"``).
     stored : int
-        Entries complete in the store so far (encoded now or found there).
+        Entries complete in the store: for precompute every finished one (encoded now or
+        found there), for text and propagate the ones this run added.
     written : list of str
         Output files already moved into place.
     pending : list of str
