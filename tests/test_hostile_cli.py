@@ -61,6 +61,7 @@ CASES = [
      "is the input image", ()),
     ("store-is-file", [*PRE, "--store", "{d}/old.tif"], 2, "is a file", ()),
     ("store-holds-input", [*PRE, "--store", "{d}"], 2, "contains the input image", ()),
+    ("store-is-user-folder", [*PRE, "--store", "{d}/sub"], 2, "folder of other files", ()),
     ("foreign-partial-kept", [*TEXT, "--out", "{d}/o.tif"], 0, "", ()),
     ("overwrite-replaces", [*TEXT, "--out", "{d}/old.tif", "--overwrite"], 0, "",
      ("old.tif",)),
@@ -173,6 +174,7 @@ def tree(tmp_path_factory):
     (d / "notes.zarr").mkdir()
     (d / "notes.zarr" / "readme.txt").write_text("mine")
     (d / "sub").mkdir()
+    (d / "sub" / "notes.txt").write_text("a folder of the user's")
     os.symlink(d / "cells.tif", d / "link.tif")
     (d / "loop").mkdir()
     os.symlink("b.tif", d / "loop" / "a.tif")

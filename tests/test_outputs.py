@@ -15,6 +15,8 @@ from napari_sam3_onnx.api.io import InputError
 from napari_sam3_onnx.api.metadata import pixel_size
 from napari_sam3_onnx.cli.guard import check_outputs, check_store
 from napari_sam3_onnx.cli.output import write_labels, write_table
+from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
+from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
 
 #: The sizes the issue names: square, the common camera chip, large, and long and thin.
 SIZES = [(1024, 1024), (1040, 1392), (2048, 2048), (300, 4000)]
@@ -66,6 +68,27 @@ def test_tiff_carries_axes_and_pixel_size_for_fiji_and_napari(tmp_path):
     with tifffile.TiffFile(four) as tf:
         assert tf.series[0].axes == "TZYX" and tf.series[0].shape == (2, 3, 40, 50)
     assert pixel_size(four) is None  # no size invented when the input had none
+
+
+@pytest.mark.parametrize(("axis", "axes"), [(0, "TZYX"), (1, "ZTYX")])
+def test_labels_take_the_inputs_axes_with_the_slice_axis_first(tmp_path, axis, axes):
+    from napari_sam3_onnx.cli import main
+
+    folder = build_wkentaro_v03(tmp_path / "wk")
+    write_toy_tokenizer(folder)
+    tifffile.imwrite(tmp_path / "in.tif", np.zeros((2, 3, 60, 90), np.uint8), imagej=True,
+                     resolution=(1 / 0.3, 1 / 0.2), metadata={"axes": "TZYX", "unit": "um"})
+    assert main(["text", str(folder), str(tmp_path / "in.tif"), "--concepts", "nucleus",
+                 "--axis", str(axis), "--out", str(tmp_path / "o.tif")]) == 0
+    with tifffile.TiffFile(tmp_path / "o.tif") as tf:
+        assert tf.series[0].axes == axes
+        assert tf.series[0].shape == ((2, 3) if axis == 0 else (3, 2)) + (60, 90)
+    assert pixel_size(tmp_path / "o.tif") == pytest.approx((0.2, 0.3))
+    tifffile.imwrite(tmp_path / "plain.tif", np.zeros((3, 60, 90), np.uint8))  # axes unknown
+    assert main(["text", str(folder), str(tmp_path / "plain.tif"), "--concepts", "nucleus",
+                 "--out", str(tmp_path / "p.tif")]) == 0
+    with tifffile.TiffFile(tmp_path / "p.tif") as tf:
+        assert tf.series[0].axes == "ZYX"
 
 
 @pytest.mark.parametrize("suffix", [".tif", ".npy", ".zarr"])

@@ -1,4 +1,4 @@
-"""What an image file says about its pixels: the physical pixel size, for the outputs' metadata."""
+"""What an image file says about its axes and pixels, for the outputs' metadata."""
 
 from __future__ import annotations
 
@@ -78,3 +78,37 @@ def _zarr_pixel_size(path: Path) -> tuple[float, float] | None:
 def _ome_size(attrib: dict, axis: str) -> float:
     unit = attrib.get(f"PhysicalSize{axis}Unit", "\u00b5m")
     return float(attrib[f"PhysicalSize{axis}"]) * _MICRONS[unit.lower()]
+
+
+#: OME axis letters a labels TIFF may carry (Q, I and the like mean "unknown" and are not kept).
+KNOWN_AXES = "TZCYX"
+
+
+def image_axes(path: Path | str) -> str | None:
+    """The axis letters of an image file as :func:`~.io.read_image` presents it (e.g. ``"TZYX"``).
+
+    From a TIFF's series (OME or ImageJ metadata) or an OME-Zarr image's axes (singleton
+    ``c``/``t`` axes left out, as the reader drops them). None when the file does not say.
+    """
+    path = Path(path)
+    try:
+        if path.name.lower().endswith((".tif", ".tiff")):
+            import tifffile
+
+            with tifffile.TiffFile(path) as tf:
+                return str(tf.series[0].axes).upper()
+        if path.is_dir():
+            import zarr
+
+            node = zarr.open(str(path), mode="r")
+            attrs = node.attrs.asdict()
+            ms = (attrs.get("multiscales") or attrs.get("ome", {}).get("multiscales") or [None])
+            if not ms[0]:
+                return None
+            names = [a["name"] if isinstance(a, dict) else str(a) for a in ms[0]["axes"]]
+            shape = node[ms[0]["datasets"][0]["path"]].shape
+            return "".join(n.upper() for n, s in zip(names, shape, strict=True)
+                           if not (n in ("c", "t") and s == 1))
+    except Exception:  # metadata is a bonus: an odd header must not stop the run
+        return None
+    return None

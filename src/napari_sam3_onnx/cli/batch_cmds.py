@@ -10,7 +10,7 @@ import numpy as np
 from .. import api
 from ..api.io import InputError, expand_inputs, image_names, parse_slices
 from ..api.jobs import StackJob
-from ..api.metadata import pixel_size
+from ..api.metadata import KNOWN_AXES, image_axes, pixel_size
 from ..api.text import table_rows
 from ..api.validate import check_seeds, check_window
 from ..engine.concepts import parse_concepts
@@ -51,12 +51,25 @@ def _one_input(args: argparse.Namespace, command: str) -> Path:
     return path[0]
 
 
-def _plane_pixel_size(args: argparse.Namespace, path: Path, ndim: int):
-    """The input's pixel size when the output planes are its own last two axes."""
+def _labels_metadata(args: argparse.Namespace, path: Path, ndim: int) -> dict:
+    """``pixel_size`` and ``axes`` of the labels, from the input when it records them.
+
+    The labels have the input's axes with the slice axis moved first (and no colour axis).
+    When the slice axis is one of the plane's own axes the planes are other cuts through the
+    data: then neither the pixel size nor the axis names carry over.
+    """
     lead = ndim - (3 if args.rgb else 2)
     if lead > 0 and args.axis % ndim >= lead:
-        return None  # the slice axis is one of the plane's axes: the planes are other cuts
-    return pixel_size(path)
+        return {}
+    meta: dict = {"pixel_size": pixel_size(path)}
+    axes = image_axes(path)
+    if axes is not None and len(axes) == ndim:
+        axis = args.axis % ndim if lead else 0
+        order = [axis] + [a for a in range(ndim) if a != axis] if lead else list(range(ndim))
+        out = "".join(axes[a] for a in order)[: ndim - (1 if args.rgb else 0)]
+        if out.endswith("YX") and len(set(out)) == len(out) and set(out) <= set(KNOWN_AXES):
+            meta["axes"] = out
+    return meta
 
 
 def _need_distributed() -> None:
@@ -178,7 +191,7 @@ def cmd_text(args: argparse.Namespace) -> int:
     shape = view.shape[:-1] if args.rgb else view.shape
     try:
         write_labels(args.out, shape, _stream(shape, iter(results()), n_lead),
-                     _plane_pixel_size(args, path, view.ndim))
+                     **_labels_metadata(args, path, view.ndim))
     finally:
         bar.close()
     record.done("--out", args.out)
@@ -231,7 +244,10 @@ def cmd_propagate(args: argparse.Namespace) -> int:
             store=store, image=name, progress=bar.update)
     finally:
         bar.close()
-    write_labels(args.out, labels.shape, iter(labels), _plane_pixel_size(args, path, view.ndim))
+    meta = _labels_metadata(args, path, view.ndim)
+    if len(meta.get("axes", "")) != labels.ndim:
+        meta.pop("axes", None)  # 4-D input propagated at one fixed index: 3-D labels
+    write_labels(args.out, labels.shape, iter(labels), **meta)
     record.done("--out", args.out)
     if args.table is not None:
         rows = [{"label": oid, "index_0": z, "area_px": int(area)}

@@ -126,7 +126,8 @@ def check_store(path: Path | None, protected: Sequence[Named]) -> None:
     Raises
     ------
     InputError
-        As :func:`check_outputs`, or ``path`` is an existing file.
+        As :func:`check_outputs`, or ``path`` is an existing file or a folder of other files
+        (a store never moves into a folder of the user's).
     """
     if path is None:
         return
@@ -141,5 +142,13 @@ def check_store(path: Path | None, protected: Sequence[Named]) -> None:
                              "must be a folder of its own.")
     if path.exists() and not path.is_dir():
         raise InputError(f"--store {path} is a file, not a zarr store folder.")
+    if path.is_dir() and not any((path / m).is_file() for m in ("zarr.json", ".zgroup")):
+        try:
+            holds = next(iter(path.iterdir()), None)
+        except OSError as exc:
+            raise InputError(f"--store {path}: cannot read the folder ({exc}).") from exc
+        if holds is not None:
+            raise InputError(f"--store {path} is a folder of other files (such as {holds.name}), "
+                             "not a zarr store: give a new name such as emb.zarr.")
     if not path.exists():
         _check_folder("--store", path, real)

@@ -127,7 +127,7 @@ def tiff_metadata(ndim: int, pixel_size: tuple[float, float] | None,
 
 
 def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
-                 pixel_size: tuple[float, float] | None = None) -> Path:
+                 pixel_size: tuple[float, float] | None = None, axes: str | None = None) -> Path:
     """Write int32 label planes (C order over the leading axes) to a new file, then rename.
 
     Parameters
@@ -143,23 +143,25 @@ def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
         labels, and an old file of that name intact.
     pixel_size : (float, float), optional
         ``(row, col)`` micrometres per pixel, recorded in a TIFF.
+    axes : str, optional
+        OME axis letters of a TIFF, one per dimension (default :data:`DEFAULT_AXES`).
     """
     shape = tuple(int(s) for s in shape)
     name = path.name.lower()
     with atomic_output(path, directory=name.endswith(".zarr")) as tmp:
-        _write(tmp, name, shape, planes, pixel_size)
+        _write(tmp, name, shape, planes, pixel_size, axes)
     return path
 
 
 def _write(tmp: Path, name: str, shape: tuple[int, ...], planes: Iterable[np.ndarray],
-           pixel_size: tuple[float, float] | None) -> None:
+           pixel_size: tuple[float, float] | None, axes: str | None) -> None:
     lead = list(np.ndindex(*shape[:-2]))
     if name.endswith((".tif", ".tiff")):
         import tifffile
 
         tifffile.imwrite(tmp, _tiles(planes, shape), shape=shape, dtype=np.int32,
                          compression="zlib", tile=(TIFF_TILE, TIFF_TILE),
-                         **tiff_metadata(len(shape), pixel_size))
+                         **tiff_metadata(len(shape), pixel_size, axes))
     elif name.endswith(".npy"):
         out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int32, shape=shape)
         for index, plane in zip(lead, planes, strict=True):
