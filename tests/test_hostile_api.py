@@ -120,6 +120,16 @@ def test_arrays_without_pixels_or_numbers_are_refused(bundles, no_encoding, arra
         api.precompute(bundles["carry-over"], array, Path(os.devnull).parent / "never.zarr")
 
 
+def test_the_api_never_puts_a_store_over_an_input_image(bundles, no_encoding, tmp_path):
+    np.save(tmp_path / "img.npy", STACK)
+    before = (tmp_path / "img.npy").read_bytes()
+    for store in (tmp_path / "img.npy", tmp_path):
+        with pytest.raises(InputError, match="would be written over the image"):
+            api.precompute(bundles["carry-over"], tmp_path / "img.npy", store)
+    assert (tmp_path / "img.npy").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["img.npy"]
+
+
 def test_threads_and_slice_steps_are_checked(hf_bundle):
     with pytest.raises(InputError, match="threads=-2"):
         api.open_bundle(hf_bundle, threads=-2)

@@ -23,6 +23,7 @@ other function takes ``store=`` to read from it (and fill it). Pass ``client=`` 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -129,6 +130,7 @@ def precompute(
         Planes encoded now and planes skipped because their entry was complete.
     """
     jobs = make_jobs(images, names, axis, rgb, window, slices)
+    _refuse_store_over_inputs(store, jobs)
     if client is not None:
         from .cluster import precompute_on_cluster
 
@@ -141,6 +143,19 @@ def precompute(
     if tiling is not None:
         refs = [t for r in refs for t in tile_refs(r, tiling, input_side(bundle.adapter))]
     return _precompute_refs(encoder, refs, progress, cancelled)  # type: ignore[arg-type]
+
+
+def _refuse_store_over_inputs(store: StoreLike, jobs: Sequence[StackJob]) -> None:
+    """An embedding store is never created on (or around) an image it is computed from."""
+    if isinstance(store, EmbeddingStore):
+        return
+    where = Path(os.path.realpath(store))
+    for job in jobs:
+        if job.is_file:
+            image = Path(os.path.realpath(job.data))  # type: ignore[arg-type]
+            if where == image or where in image.parents:
+                raise InputError(f"The store {store} would be written over the image "
+                                 f"{job.data}: give the store a name of its own.")
 
 
 def encode_stack(
