@@ -229,3 +229,27 @@ def test_a_truncated_tiff_names_the_file_and_the_slice(tmp_path):
     with pytest.raises(InputError, match=r"cut.tif at slice [1-4] \(the file may be truncated"):
         for z in range(5):
             np.asarray(image[z])
+
+
+def test_an_unreadable_input_says_permission_denied(tmp_path, monkeypatch):
+    from napari_sam3_onnx.api.io import expand_inputs
+
+    np.save(tmp_path / "img.npy", STACK)
+    real_load, real_iterdir = np.load, Path.iterdir
+
+    def load(path, *args, **kwargs):
+        if Path(path) == tmp_path / "img.npy":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_load(path, *args, **kwargs)
+
+    def iterdir(self):
+        if self == tmp_path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_iterdir(self)
+
+    monkeypatch.setattr(np, "load", load)
+    with pytest.raises(InputError, match=r"Cannot read .*img.npy: permission denied"):
+        read_image(tmp_path / "img.npy")
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    with pytest.raises(InputError, match=r"Cannot list folder .*: permission denied"):
+        expand_inputs([tmp_path])
