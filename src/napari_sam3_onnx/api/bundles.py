@@ -196,6 +196,8 @@ def open_bundle(
     Bundle
         Recognised from its graphs; weights load on first use.
     """
+    if int(threads) < 0:
+        raise InputError(f"threads={threads}: give 1 or more (or 0 for onnxruntime's choice).")
     folder = resolve_bundle(bundle, root)
     config = RuntimeConfig(providers=providers, intra_op_threads=int(threads))
     return Bundle(_open_adapter(folder, config), folder, config)

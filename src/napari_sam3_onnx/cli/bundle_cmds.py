@@ -37,10 +37,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     rows = [("id", "capabilities", "precision", "download", "on disk")]
     for spec in KNOWN_BUNDLES:
-        folder = bundle_dir(spec.id)
         rows.append((spec.id, ",".join(sorted(spec.capabilities)), spec.precision,
-                     "yes" if spec.downloadable else "by hand",
-                     "yes" if folder.is_dir() and any(folder.iterdir()) else "no"))
+                     "yes" if spec.downloadable else "by hand", _on_disk(bundle_dir(spec.id))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
@@ -50,6 +48,16 @@ def cmd_list(args: argparse.Namespace) -> int:
                   f"({spec.licence_url})\n  {spec.notes}")
     print(f"\nbundles live in {home_dir() / 'models'} (set NAPARI_SAM3_ONNX_HOME to move them)")
     return 0
+
+
+def _on_disk(folder: Path) -> str:
+    """``yes``, ``no`` or why the folder cannot be looked at (one bad folder stops nothing)."""
+    try:
+        return "yes" if folder.is_dir() and any(folder.iterdir()) else "no"
+    except PermissionError:
+        return "unreadable (permission denied)"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or type(exc).__name__})"
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
@@ -120,11 +128,18 @@ def _bundle_report(folder: Path, hashes: bool) -> str:
         spec = None
     try:
         layout = recognise(folder)[0].layout
+    except PermissionError:
+        return f"{folder.name}: unreadable (permission denied); skipped"
     except Sam3OnnxError as exc:
-        layout = f"not recognised ({str(exc).split('.')[0]})"
+        layout = f"not recognised ({str(exc).split('. ')[0]})"
+    except OSError as exc:
+        return f"{folder.name}: unreadable ({exc.strerror or exc}); skipped"
     if spec is None:
         return f"{folder.name}: not a registered id; layout {layout}"
-    problems = verify_folder(spec, folder, check_hashes=hashes)
+    try:
+        problems = verify_folder(spec, folder, check_hashes=hashes)
+    except OSError as exc:
+        return f"{folder.name}: unreadable ({exc.strerror or exc}); skipped"
     how = "sizes and SHA-256 checked" if hashes else "sizes checked (--hashes to hash)"
     if not problems:
         return f"{folder.name}: ok, layout {layout}, {len(spec.files)} files, {how}"
@@ -148,11 +163,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     roots = [home_dir() / "models", *(Path(r) for r in args.root or [])]
     bad = 0
     for root in roots:
-        folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        try:
+            folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        except OSError as exc:
+            print(f"bundles in {root}: unreadable ({exc.strerror or exc}); skipped")
+            bad += 1
+            continue
         print(f"bundles in {root}: {len(folders) or 'none'}")
         for folder in folders:
             line = _bundle_report(folder, args.hashes)
-            bad += "problem" in line or "not recognised" in line
+            bad += any(w in line for w in ("problem", "not recognised", "unreadable"))
             print(f"  {line}")
     return 1 if bad and args.strict else 0
 

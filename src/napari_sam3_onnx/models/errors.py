@@ -53,9 +53,12 @@ class ChecksumMismatchError(Sam3OnnxError):
 class UnknownLayoutError(Sam3OnnxError):
     """A folder's graphs match no known SAM 3 ONNX layout."""
 
-    def __init__(self, folder: Path | str, found: Iterable[str]) -> None:
+    def __init__(self, folder: Path | str, found: Iterable[str], note: str = "") -> None:
         self.folder = Path(folder)
         found = list(found)
+        if note:
+            super().__init__(f"Cannot open {self.folder} as one bundle: {note}.")
+            return
         listing = "; ".join(found) if found else "no .onnx files"
         super().__init__(
             f"The ONNX graphs in {self.folder} match no known SAM 3 export layout. Found: "
@@ -132,3 +135,27 @@ class RecordedChecksumMismatchError(ChecksumMismatchError):
 
 class PromptError(Sam3OnnxError, ValueError):
     """A prompt cannot be used (outside the image, a degenerate box, empty text, ...)."""
+
+
+class ModelFileUnreadableError(Sam3OnnxError, PermissionError):
+    """A bundle file or folder exists but this user may not read it (its content may be fine)."""
+
+    def __init__(self, path: Path | str, what: str = "file") -> None:
+        self.path = Path(path)
+        super().__init__(
+            f"Cannot read the {what} {self.path}: permission denied. Its content may well be "
+            "intact: give your user read access (e.g. chmod a+r, and a+x for a folder) rather "
+            "than downloading it again."
+        )
+
+
+class BundleFileError(Sam3OnnxError):
+    """A bundle's side file (manifest, constants, tokenizer) exists but cannot be parsed."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        self.path = Path(path)
+        super().__init__(
+            f"The bundle file {self.path} cannot be read ({reason}): it is damaged or not the "
+            "file the bundle expects. Restore it from the bundle's download or export (for a "
+            "registered bundle: delete it and run 'napari-sam3-onnx fetch ID' again)."
+        )
