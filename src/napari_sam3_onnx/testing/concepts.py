@@ -5,11 +5,12 @@ the brightness ``I`` in [0, 1] that the test encoders write into channel 0 of ev
 (:mod:`napari_sam3_onnx.testing.semantics`).
 
 Text. A token id maps through :func:`level_table` to a brightness *level*: ``TOKEN_ANY`` (and any
-id not listed) -> ``0.25``, ``TOKEN_BRIGHT`` -> ``0.7``, ``TOKEN_NOTHING`` -> ``0.999``, ``TOKEN_FAINT`` -> ``0.2``, start and
-end tokens -> ``0``, and id ``0`` (upstream padding) -> ``0.99``. Language encoders write the level
-of every token into channel 0 of their text features. The detector's level is the maximum over
-**real** tokens (padding excluded through the text mask); so a wrongly built mask either lets the
-``0.99`` of 0-padding in (nothing is found) or keeps only padding (level 0: everything is found).
+id not listed) -> ``0.25``, ``TOKEN_BRIGHT`` -> ``0.7``, ``TOKEN_NOTHING`` -> ``0.999``,
+``TOKEN_FAINT`` -> ``0.2``, start and end tokens -> ``0``, and id ``0`` (upstream padding) ->
+``0.99``. Language encoders write the level of every token into channel 0 of their text
+features. The detector's level is the maximum over **real** tokens (padding excluded through the
+text mask); so a wrongly built mask either lets the ``0.99`` of 0-padding in (nothing is found)
+or keeps only padding (level 0: everything is found).
 
 Pixels. Pixel logit ``a = clip(GAIN * (I - level), -20, 20)``; a pixel is *on* when ``a > 0``.
 

@@ -150,8 +150,11 @@ def _language() -> GraphBuilder:
 
 def _detector(geometry: TestGeometry, slots: int, queries: Callable | None = None
               ) -> GraphBuilder:
-    """The toy concept detector; ``queries(b, brightness, level, L)`` -> ``(member, logits)``
-    replaces its cell grid (see :func:`~napari_sam3_onnx.testing.concepts.toy_detector`)."""
+    """The toy concept detector (cell-grid queries unless ``queries`` is given).
+
+    ``queries(b, brightness, level, L)`` -> ``(member, logits)`` replaces the cell grid (see
+    :func:`~napari_sam3_onnx.testing.concepts.toy_detector`).
+    """
     levels = geometry.levels
     big, q = levels[0], QUERY_SIDE * QUERY_SIDE
     b = GraphBuilder("nso_concept_detector")

@@ -100,7 +100,7 @@ def blob_queries(b: GraphBuilder, brightness: str, level: str, size: int) -> tup
     n, q = size * size, QUERIES
     on = b.Cast(b.Greater(brightness, level), to=1)
     grid = b.Reshape(on, ints(b, 1, 1, size, size))
-    k = max(3, int(round(SMOOTH * size)) | 1)
+    k = max(3, round(SMOOTH * size) | 1)
     for _ in range(2):
         grid = b.AveragePool(grid, kernel_shape=[k, k], pads=[k // 2] * 4, strides=[1, 1],
                              count_include_pad=1)
@@ -109,7 +109,7 @@ def blob_queries(b: GraphBuilder, brightness: str, level: str, size: int) -> tup
     r_, c_ = np.mgrid[0:size, 0:size].astype(np.float32) / size
     ramp = (1e-3 * c_ + 2.7e-3 * r_).reshape(1, 1, size, size)
     cover = b.Add(grid, b.const(ramp))
-    r = max(1, int(round(SEPARATION * size)))
+    r = max(1, round(SEPARATION * size))
     top = b.MaxPool(cover, kernel_shape=[2 * r + 1] * 2, pads=[r] * 4, strides=[1, 1])
     peak = b.And(b.GreaterOrEqual(cover, top), b.GreaterOrEqual(cover, b.const(MIN_COVER)))
     score = b.Reshape(b.Mul(b.Cast(peak, to=1), cover), ints(b, n))
