@@ -167,7 +167,7 @@ class TextPanel(QWidget):
             return shared
         if self.texts is not None and self.texts.adapter is adapter:
             return self.texts
-        folder = Path(self.host.model.folder.text().strip()).expanduser()
+        folder = self.host.model.bundle_folder or Path()
         return TextCache(adapter, ClipTokenizer.from_folder(folder, adapter.context_length))
 
     def _layers_changed(self, event=None) -> None:
