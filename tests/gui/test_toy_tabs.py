@@ -11,11 +11,11 @@ import pytest
 
 pytest.importorskip("onnx")
 
-from napari_sam3_onnx._napari.launch import PLUGIN, WIDGET  # noqa: E402
-from napari_sam3_onnx._napari.widget import ClicksWidget  # noqa: E402
-from napari_sam3_onnx.engine.synthetic import synthetic_nuclei  # noqa: E402
+from napari_sam3_onnx._napari.launch import PLUGIN, WIDGET
+from napari_sam3_onnx._napari.widget import ClicksWidget
+from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
 
-from .gui_helpers import settle  # noqa: E402
+from .gui_helpers import settle
 
 
 @pytest.fixture

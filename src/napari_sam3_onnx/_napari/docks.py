@@ -29,7 +29,7 @@ def open_on_tab(napari_viewer, tab: str) -> ClicksWidget:
 class _Entry:
     TAB = ""
 
-    def __new__(cls, napari_viewer) -> ClicksWidget:  # noqa: D102
+    def __new__(cls, napari_viewer) -> ClicksWidget:
         return open_on_tab(napari_viewer, cls.TAB)
 
     def __init__(self, napari_viewer) -> None:  # never called: __new__ returns the widget
