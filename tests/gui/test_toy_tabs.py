@@ -84,3 +84,32 @@ def test_a_menu_entry_on_a_fresh_viewer_builds_the_widget_on_its_tab(make_napari
     viewer = make_napari_viewer()
     _dock, w = viewer.window.add_plugin_dock_widget(PLUGIN, "Propagate")
     assert isinstance(w, ClicksWidget) and w.tabs.tabText(w.tabs.currentIndex()) == "Propagate"
+
+
+def test_nothing_found_under_a_black_window_says_check_the_contrast_limits(opened, qtbot):
+    viewer, w = opened
+    image = viewer.layers["synthetic nuclei"]
+    z = int(viewer.dims.current_step[0])
+    _, truth = synthetic_nuclei()
+    rr, cc = np.nonzero(truth[z] == 4)
+    image.contrast_limits = (60000.0, 65535.0)  # every nucleus maps to black
+    w.session.layers.points.add([z, rr.mean(), cc.mean()])
+    settle(qtbot, w.session, timeout=10000)
+    assert "finds no object" in w.session.messages[-1]
+    assert "check the contrast limits" in w.session.messages[-1]
+    panel = w.panels["Text"]
+    panel.concepts.setText("nucleus")
+    panel.run()
+    qtbot.waitUntil(lambda: not panel.running, timeout=20000)
+    assert "No instance of nucleus" in panel.messages[-1]
+    assert "check the contrast limits" in panel.messages[-1]
+
+
+def test_nothing_found_under_a_fair_window_does_not_blame_the_contrast(opened, qtbot):
+    _viewer, w = opened
+    panel = w.panels["Text"]
+    panel.concepts.setText("nothing")
+    panel.run()
+    qtbot.waitUntil(lambda: not panel.running, timeout=20000)
+    assert "No instance of nothing" in panel.messages[-1]
+    assert "contrast" not in panel.messages[-1]
