@@ -1,4 +1,4 @@
-"""A pure check for "nothing found": does the contrast window hide what the user prompted?
+"""Whether the contrast window hides what the user prompted (a check for "nothing found").
 
 The model sees a slice through the layer's contrast limits (what the user sees is what the model
 sees), so a window set far above the data maps the prompted region to near-black and the model
