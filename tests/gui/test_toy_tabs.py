@@ -113,3 +113,17 @@ def test_nothing_found_under_a_fair_window_does_not_blame_the_contrast(opened, q
     qtbot.waitUntil(lambda: not panel.running, timeout=20000)
     assert "No instance of nothing" in panel.messages[-1]
     assert "contrast" not in panel.messages[-1]
+
+
+def test_the_readme_launcher_opens_the_sample_and_loads_the_toy(qtbot):
+    from napari_sam3_onnx._napari.launch import build_parser, open_viewer
+
+    assert build_parser().parse_args(["--test-bundle"]).test_bundle
+    viewer, w = open_viewer(test_bundle=True, show=False)
+    try:
+        assert viewer.layers[0].name == "synthetic nuclei"
+        assert w.model.toy and w.model.folder.text() == "Toy model (not SAM 3)"
+        assert w.model.adapter.layout == "nso-sam3"
+        assert all(w.tabs.isTabEnabled(i) for i in range(w.tabs.count()))
+    finally:
+        viewer.close()
