@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
+from napari_sam3_onnx.models.bundle_spec import HOME_ENV
 from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_data_home(tmp_path_factory):
+    """Keep the tests' models (the toy built by the widget) out of the user's cache."""
+    old = os.environ.get(HOME_ENV)
+    os.environ[HOME_ENV] = str(tmp_path_factory.mktemp("data_home"))
+    yield
+    if old is None:
+        os.environ.pop(HOME_ENV, None)
+    else:
+        os.environ[HOME_ENV] = old
 
 
 @pytest.fixture(scope="session")

@@ -147,7 +147,7 @@ def test_interrupted_precompute_exits_130_and_resumes(wk, stack_tif, tmp_path, c
     (["text", "{wk}", "{tmp}/junk.tif", "--concepts", "a", "--out", "{tmp}/o.tif"], 2,
      "Cannot read"),
     (["text", "no-such-bundle", "{tif}", "--concepts", "a", "--out", "{tmp}/o.tif"], 2,
-     "Unknown model bundle 'no-such-bundle'. Known bundles: wkentaro-v0.3"),
+     "Unknown model bundle 'no-such-bundle'. Known bundles: toy, wkentaro-v0.3"),
     (["text", "{wk}", "{tif}", "--concepts", " , ", "--out", "{tmp}/o.tif"], 2,
      "Type at least one concept"),
     (["text", "{wk}", "{tif}", "--concepts", "a", "--out", "{tmp}/o.tif", "--slices", "7:9"],

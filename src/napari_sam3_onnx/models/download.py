@@ -31,6 +31,7 @@ from .errors import (
     RecordedChecksumMismatchError,
     SizeMismatchError,
 )
+from .local_bundles import build_local_bundle
 from .registry import BundleSpec, FileSpec, bundle_dir
 
 #: ``progress(file_name, done_bytes, total_bytes)``; total is None when the server does not say.
@@ -196,6 +197,8 @@ def download_bundle(
     ChecksumMismatchError, SizeMismatchError
         A downloaded file is not the published one; it is deleted, nothing is put in place.
     """
+    if spec.builder:  # built on this machine (the toy): nothing to download
+        return build_local_bundle(spec, dest)
     folder = Path(dest) if dest is not None else bundle_dir(spec.id)
     if not spec.files:
         raise DownloadError(
