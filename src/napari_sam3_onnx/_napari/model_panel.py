@@ -219,7 +219,7 @@ class ModelPanel(QWidget):
 
         def report(name: str, done: int, total: int | None) -> None:
             if self._cancel:
-                raise Sam3OnnxError("Download cancelled; it resumes where it stopped next time.")
+                raise Sam3OnnxError("Download cancelled; the file being fetched was not kept.")
             self._relay.progress.emit(name, int(done), total)
 
         def finished() -> None:

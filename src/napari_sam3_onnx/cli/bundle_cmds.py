@@ -3,32 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import sys
 import textwrap
-from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
 from ..models.errors import DownloadError, Sam3OnnxError
-from ..models.registry import KNOWN_BUNDLES, BundleSpec, get_bundle, home_dir
+from ..models.registry import KNOWN_BUNDLES, get_bundle, home_dir
 from .output import Bar
 
 EXIT_BAD_INPUT = 2
-HF = "https://huggingface.co"
 #: Environment variable naming a Hugging Face mirror (as huggingface_hub reads it).
 ENDPOINT_ENV = "HF_ENDPOINT"
-
-
-def _with_endpoint(spec: BundleSpec, endpoint: str | None) -> BundleSpec:
-    """``spec`` with its Hugging Face URLs pointed at a mirror (None: unchanged)."""
-    if not endpoint:
-        return spec
-    base = endpoint.rstrip("/")
-    files = tuple(replace(f, url=base + f.url[len(HF):]) if f.url.startswith(HF) else f
-                  for f in spec.files)
-    return replace(spec, files=files)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -56,11 +43,11 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     """Download a registered bundle with a progress bar; 2 when the download fails."""
     from ..models.download import download_bundle
 
-    spec = _with_endpoint(get_bundle(args.id), args.endpoint or os.environ.get(ENDPOINT_ENV))
+    spec = get_bundle(args.id)
     bars = _FileBars()
-    token = args.token or os.environ.get("HF_TOKEN")
     try:
-        folder = download_bundle(spec, args.dest, bars, token, retries=args.retries)
+        folder = download_bundle(spec, args.dest, bars, args.token, endpoint=args.endpoint,
+                                 retries=args.retries)
     except DownloadError as exc:
         bars.close()
         print(f"error: {exc}", file=sys.stderr)

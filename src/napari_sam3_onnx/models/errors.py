@@ -30,6 +30,7 @@ class CorruptModelError(Sam3OnnxError):
 
     def __init__(self, path: Path | str, reason: str) -> None:
         self.path = Path(path)
+        self.reason = reason
         super().__init__(
             f"Model file {self.path} is damaged or not an ONNX model ({reason}). "
             "Delete it and download it again, or point the plugin at an intact copy."
@@ -101,6 +102,36 @@ class GatedModelError(DownloadError):
             "the SAM License there, create an access token (https://huggingface.co/settings/"
             "tokens) and pass it to the download (token=... or --token). Or download the files "
             f"by hand and place them in {self.folder}: {names}."
+        )
+
+
+class TokenAccessError(DownloadError):
+    """The hub refused the access token that was sent (HTTP 403): it lacks access to the repo."""
+
+    def __init__(self, repo: str, page_url: str, folder: Path | str, files: Iterable[str]) -> None:
+        self.repo = repo
+        self.folder = Path(folder)
+        super().__init__(
+            f"Hugging Face refused the access token for {repo} (HTTP 403): the token has no "
+            f"access to that repository. Open {page_url} while logged in as the token's owner "
+            "and accept the licence there, or use a token with read access to it (--token, "
+            "$HF_TOKEN or 'hf auth login'). Nothing was downloaded into "
+            f"{self.folder}; the files it needs are: {', '.join(files)}."
+        )
+
+
+class ContentMismatchError(Sam3OnnxError):
+    """A downloaded file's bytes are not what its name says (an HTML page saved as ``.onnx``)."""
+
+    def __init__(self, name: str, source: str, reason: str, folder: Path | str) -> None:
+        self.name = name
+        self.reason = reason
+        self.folder = Path(folder)
+        super().__init__(
+            f"The download of {name} from {source} is not a valid {name.rsplit('.', 1)[-1]} "
+            f"file ({reason}). It was deleted and nothing was recorded. The server may have sent "
+            "a login or error page: check the token and the endpoint, or download the file by "
+            f"hand and place it in {self.folder}."
         )
 
 
