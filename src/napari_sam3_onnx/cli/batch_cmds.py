@@ -14,7 +14,8 @@ from ..api.jobs import StackJob
 from ..api.text import table_rows
 from ..engine.concepts import parse_concepts
 from ..models.base import Capability
-from .output import Bar, check_labels_path, write_labels, write_table
+from .output import check_labels_path, write_labels, write_table
+from .progress import Bar
 from .seeds import add_seed_args, build_seeds
 
 FMT = argparse.RawDescriptionHelpFormatter
@@ -52,7 +53,7 @@ def cmd_precompute(args: argparse.Namespace) -> int:
         from ..api.cluster import make_client
 
         client = make_client(args.scheduler, args.workers, processes=not args.no_processes)
-    bar = Bar("encode")
+    bar = Bar("encode", quiet=args.quiet)
     try:
         report = api.precompute(bundle, jobs, args.store, precision=precision,
                                 progress=bar.update, client=client, tile=args.tile)
@@ -92,7 +93,7 @@ def cmd_text(args: argparse.Namespace) -> int:
     bundle.texts  # noqa: B018 -- fail now, not after encoding, when the tokenizer is missing
     n_lead = view.ndim - (3 if args.rgb else 2)
     rows: list[dict] = []
-    bar = Bar("search")
+    bar = Bar("search", quiet=args.quiet)
 
     def results():
         for index, res in api.iter_search_text(
@@ -132,7 +133,7 @@ def cmd_propagate(args: argparse.Namespace) -> int:
         start, stop, _ = rng.indices(view.shape[0])
         index_range = (start, stop)
     bundle = _bundle(args)
-    bar = Bar("propagate")
+    bar = Bar("propagate", quiet=args.quiet)
     try:
         labels, result = api.propagate(
             bundle, view, seeds, fixed=args.fixed or (), rgb=args.rgb, window=job.window,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..models.errors import DownloadError, Sam3OnnxError
 from ..models.registry import KNOWN_BUNDLES, get_bundle, home_dir
-from .output import Bar
+from .progress import FileBars
 
 EXIT_BAD_INPUT = 2
 #: Environment variable naming a Hugging Face mirror (as huggingface_hub reads it).
@@ -44,7 +44,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     from ..models.download import download_bundle
 
     spec = get_bundle(args.id)
-    bars = _FileBars()
+    bars = FileBars(quiet=args.quiet)
     try:
         folder = download_bundle(spec, args.dest, bars, args.token, endpoint=args.endpoint,
                                  retries=args.retries)
@@ -56,24 +56,6 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         bars.close()
     print(f"{spec.id}: verified, in {folder}")
     return 0
-
-
-class _FileBars:
-    """One progress bar per file, the previous one closed when the next file starts."""
-
-    def __init__(self) -> None:
-        self.bar: Bar | None = None
-
-    def __call__(self, name: str, done: int, total: int | None) -> None:
-        if self.bar is None or self.bar.label != name:
-            self.close()
-            self.bar = Bar(name, unit="B")
-        self.bar.update(done, total)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -164,13 +146,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("fetch", help="download and verify a bundle", formatter_class=fmt,
                        description=_wrap(
-                       "Download every file of a registered bundle, resuming partial "
-                       "files, and verify sizes and SHA-256 hashes before a file is put in place.\n"
-                       "If the download fails (offline, server error, unpublished files) the "
-                       "message says which files to place by hand and where; exit code 2."),
+                       "Download every file of a registered bundle through huggingface_hub "
+                       "into your Hugging Face cache ($HF_HOME, shared with other tools; the "
+                       "bundle folder links to it), or into --dest. Each file is checked (an "
+                       "ONNX header for .onnx, the published size and SHA-256, or the hash "
+                       "recorded at the first download) before the bundle uses it.\n"
+                       "Gated repositories take --token, $HF_TOKEN or 'hf auth login'; "
+                       "$HF_ENDPOINT (or --endpoint) names a mirror; with $HF_HUB_OFFLINE=1 "
+                       "only cached files are used. If the download fails the message says "
+                       "which files to place by hand and where; exit code 2."),
                        epilog="example: napari-sam3-onnx fetch hf-tracker")
     p.add_argument("id", help="bundle id (see 'napari-sam3-onnx list')")
-    p.add_argument("--dest", type=Path, help="target folder (default: <home>/models/<id>)")
+    p.add_argument("--dest", type=Path, help="fetch the files into this folder instead of the "
+                   "Hugging Face cache (default: the cache, linked from <home>/models/<id>)")
     p.add_argument("--token", help="Hugging Face access token for gated repos (or $HF_TOKEN)")
     p.add_argument("--endpoint", help=f"Hugging Face mirror URL (or ${ENDPOINT_ENV})")
     p.add_argument("--retries", type=int, default=3, help="extra attempts per file (default 3)")
