@@ -203,6 +203,14 @@ def test_403_with_a_token_says_the_token_lacks_access_to_the_repository(hub, hom
     assert not any(home.iterdir())
 
 
+def test_401_with_a_token_says_the_token_is_not_valid(hub, home):
+    spec = make_spec([serve(hub, "enc.onnx", tiny_onnx())])
+    hub.status["*"] = 401
+    with pytest.raises(TokenAccessError) as info:
+        fetch(spec, hub, token="hf_revoked")
+    assert "HTTP 401" in str(info.value) and "not valid" in str(info.value)
+
+
 def test_gated_without_any_token_asks_for_one_before_any_request(hub, home):
     spec = make_spec([serve(hub, "enc.onnx", tiny_onnx())], gated=True)
     with pytest.raises(GatedModelError) as info:
@@ -228,6 +236,7 @@ def test_a_wrong_hash_records_nothing_and_removes_the_cached_copy(hub, home):
         fetch(spec, hub)
     assert info.value.actual == sha(data) and info.value.expected == sha(b"something else")
     assert "expected SHA-256" in str(info.value)
+    assert "was deleted and nothing was recorded" in str(info.value)  # says what was done
     assert not (home / "enc.onnx").exists() and not (home / RECORD_NAME).exists()
     assert not list((cache_repo() / "blobs").iterdir())
     assert fetch(make_spec([good]), hub) == home  # the right pin fetches it afresh

@@ -207,7 +207,9 @@ class ModelPanel(QWidget):
         except ImportError as exc:
             self._notify(f"Downloads are not available in this version ({exc}).")
             return
-        if getattr(spec, "gated", False) and token is None:
+        from ..models.hub_fetch import effective_token  # $HF_TOKEN or 'hf auth login'
+
+        if getattr(spec, "gated", False) and token is None and effective_token(None) is None:
             token, ok = QInputDialog.getText(self, "Access token", f"{spec.title} is gated on "
                                              "Hugging Face. Paste your access token:")
             if not ok or not token:

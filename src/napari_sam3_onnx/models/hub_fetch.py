@@ -147,10 +147,10 @@ def hub_error(exc: BaseException, *, repo: str, page_url: str, url: str, token: 
 
     if isinstance(exc, HfHubHTTPError):
         code = _status(exc)
-        if code == 401 or (code == 403 and not token):
-            return GatedModelError(repo or url, page_url or url, folder, left)
-        if code == 403:
-            return TokenAccessError(repo or url, page_url or url, folder, left)
+        if code in (401, 403):
+            if not token:
+                return GatedModelError(repo or url, page_url or url, folder, left)
+            return TokenAccessError(repo or url, page_url or url, folder, left, code)
         what = "not found at the pinned revision" if code == 404 else "refused"
         return DownloadError(f"{url}: HTTP {code}, {what}. {by_hand}")
     if isinstance(exc, OfflineModeIsEnabled | LocalEntryNotFoundError) and _offline():
