@@ -189,7 +189,8 @@ def download_bundle(
         :func:`~.registry.bundle_dir` of ``spec.id``.
     progress : callable, optional
         ``progress(file_name, done_bytes, total_bytes)`` as bytes arrive (and once for files
-        already in place). Raising from it cancels; the partial file is kept for resuming.
+        already in place). Raising from it cancels: the file being fetched is not kept
+        (neither ``huggingface_hub`` nor this module keeps partial files); certified ones stay.
     token : str, optional
         Hugging Face access token; default the one ``huggingface_hub`` finds (``$HF_TOKEN``,
         ``hf auth login``).
@@ -198,7 +199,8 @@ def download_bundle(
     cache_dir : Path or str, optional
         The Hugging Face cache; default ``$HF_HOME/hub``.
     retries : int
-        Extra attempts per file after a transient failure; each resumes where the last stopped.
+        Extra attempts per file after a transient failure (a connection lost beyond the
+        library's own resumed retries, a 5xx answer, a timeout).
     retry_wait : float
         Seconds to wait before the first retry (doubled each time).
 
@@ -285,7 +287,11 @@ class _Job:
         where = hub_location(f.url)
         if where is None:
             part = target.with_name(target.name + ".part")
-            fetch_url(f.url, part, name=f.name, report=self.report, size=f.size)
+            try:  # the client resumes within the call; a failed call keeps nothing, as the hub's
+                fetch_url(f.url, part, name=f.name, report=self.report, size=f.size)
+            except BaseException:
+                part.unlink(missing_ok=True)
+                raise
             self._certify(f, part, records, discard=part.unlink)
             os.replace(part, target)
             return

@@ -110,7 +110,7 @@ def hub_download(
 
 def fetch_url(url: str, part: Path, *, name: str, report: Progress,
               size: int | None) -> None:
-    """Fetch a file that is not on a hub into ``part``, resuming what ``part`` holds."""
+    """Fetch a file that is not on a hub into ``part`` (resuming what it holds, if anything)."""
     from huggingface_hub.file_download import http_get
 
     bar, _ = progress_class(name, report)
