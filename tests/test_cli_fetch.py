@@ -63,3 +63,26 @@ def test_an_html_page_as_a_model_file_is_one_line_and_nothing_is_certified(serve
     assert not (folder / "vision_encoder.onnx").exists()
     code = main(["doctor"])
     assert "hf-tracker: " in capsys.readouterr().out and code == 0
+
+
+def test_hf_home_hf_endpoint_and_offline_work_as_environment_variables(served, tmp_path):
+    """A fresh process reads them as huggingface_hub does: at import, from the environment."""
+    spec = get_bundle("hf-tracker")
+    env = {**os.environ, "PYTHONPATH": str(SRC), "HF_HOME": str(tmp_path / "hf"),
+           "HF_ENDPOINT": served.endpoint, "NAPARI_SAM3_ONNX_HOME": str(tmp_path / "home")}
+    env.pop("HF_TOKEN", None)
+    command = [sys.executable, "-m", "napari_sam3_onnx.cli", "fetch", "hf-tracker"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    snapshot = (tmp_path / "hf" / "hub" / "models--onnx-community--sam3-tracker-ONNX" /
+                "snapshots" / spec.revision / "onnx")
+    folder = tmp_path / "home" / "models" / "hf-tracker"
+    for f in spec.files:
+        assert (folder / f.name).resolve() == (snapshot / f.name).resolve()
+        assert (snapshot / f.name).is_file()
+        (folder / f.name).unlink()
+    served.close()  # the Hub is gone: offline mode serves the cache
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                          env={**env, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert all((folder / f.name).is_file() for f in spec.files)
