@@ -456,3 +456,22 @@ def test_an_unchecked_record_of_a_deleted_file_does_not_block_a_good_download(hu
     good = tiny_onnx(8, 24)
     fetch(make_spec([serve(hub, "enc.onnx", good, published_hash=False)]), hub)
     assert json.loads((home / RECORD_NAME).read_text())["enc.onnx"]["sha256"] == sha(good)
+
+
+def test_no_network_names_url_folder_and_files(home, monkeypatch):
+    import socket
+    import time
+
+    monkeypatch.setattr(time, "sleep", lambda s: None)  # the library's back-off between tries
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    spec = make_spec([FileSpec("enc.onnx", hf_url(REPO, REV, "enc.onnx")),
+                      FileSpec("enc.onnx.data", hf_url(REPO, REV, "enc.onnx.data"))])
+    with pytest.raises(DownloadError) as info:
+        download_bundle(spec, endpoint=f"http://127.0.0.1:{port}", retries=0)
+    message = str(info.value)
+    assert hf_url(REPO, REV, "enc.onnx") in message and str(home) in message
+    assert "enc.onnx, enc.onnx.data" in message and "\n" not in message
+    assert not isinstance(info.value, GatedModelError)

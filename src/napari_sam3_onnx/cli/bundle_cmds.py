@@ -161,7 +161,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "Hugging Face cache (default: the cache, linked from <home>/models/<id>)")
     p.add_argument("--token", help="Hugging Face access token for gated repos (or $HF_TOKEN)")
     p.add_argument("--endpoint", help=f"Hugging Face mirror URL (or ${ENDPOINT_ENV})")
-    p.add_argument("--retries", type=int, default=3, help="extra attempts per file (default 3)")
+    p.add_argument("--retries", type=int, default=0, help="extra attempts per file after "
+                   "huggingface_hub's own retries (default 0)")
     p.set_defaults(func=cmd_fetch)
 
     p = sub.add_parser("inspect", help="recognise a bundle folder and print what it can do",

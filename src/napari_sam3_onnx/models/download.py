@@ -175,7 +175,7 @@ def download_bundle(
     *,
     endpoint: str | None = None,
     cache_dir: Path | str | None = None,
-    retries: int = 2,
+    retries: int = 0,
     retry_wait: float = 2.0,
 ) -> Path:
     """Download every published file of ``spec``, certify it and return the bundle folder.
@@ -199,8 +199,9 @@ def download_bundle(
     cache_dir : Path or str, optional
         The Hugging Face cache; default ``$HF_HOME/hub``.
     retries : int
-        Extra attempts per file after a transient failure (a connection lost beyond the
-        library's own resumed retries, a 5xx answer, a timeout).
+        Extra attempts per file after a transient failure (no connection, a 5xx answer, a
+        connection lost mid-file), on top of the library's own retries with back-off (about
+        25 s before it gives up on an unreachable host).
     retry_wait : float
         Seconds to wait before the first retry (doubled each time).
 
