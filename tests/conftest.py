@@ -41,3 +41,25 @@ def blob_image(shape=(60, 90), blobs=((15, 20, 6), (40, 65, 7)), value=200, dtyp
 def disc(shape, r, c, rad):
     rr, cc = np.mgrid[: shape[0], : shape[1]]
     return (rr - r) ** 2 + (cc - c) ** 2 <= rad**2
+
+
+@pytest.fixture(autouse=True)
+def _private_hugging_face_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own empty Hugging Face home: no real cache, token or login is used.
+
+    ``huggingface_hub`` reads ``$HF_HOME`` when it is imported, so its constants are moved too.
+    """
+    home = tmp_path_factory.mktemp("hf_home")
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(home))
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return
+    monkeypatch.setattr(constants, "HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
+    monkeypatch.setattr(constants, "HF_XET_CACHE", str(home / "xet"))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)

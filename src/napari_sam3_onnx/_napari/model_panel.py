@@ -290,7 +290,9 @@ class ModelPanel(QWidget):
         except ImportError as exc:
             self._notify(f"Downloads are not available in this version ({exc}).")
             return
-        if getattr(spec, "gated", False) and token is None:
+        from ..models.hub_fetch import effective_token  # $HF_TOKEN or 'hf auth login'
+
+        if getattr(spec, "gated", False) and token is None and effective_token(None) is None:
             token, ok = QInputDialog.getText(self, "Access token", f"{spec.title} is gated on "
                                              "Hugging Face. Paste your access token:")
             if not ok or not token:
@@ -302,7 +304,7 @@ class ModelPanel(QWidget):
 
         def report(name: str, done: int, total: int | None) -> None:
             if self._cancel:
-                raise Sam3OnnxError("Download cancelled; it resumes where it stopped next time.")
+                raise Sam3OnnxError("Download cancelled; the file being fetched was not kept.")
             self._relay.progress.emit(name, int(done), total)
 
         def finished() -> None:

@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     bundle_cmds.add_parsers(sub)
     batch_cmds.add_parsers(sub)
     store_cmds.add_parsers(sub)
+    for command in sub.choices.values():  # progress bars draw only on a terminal anyway
+        command.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     return parser
 
 

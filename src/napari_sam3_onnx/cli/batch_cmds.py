@@ -18,7 +18,8 @@ from ..models.base import Capability
 from ..models.errors import PromptError
 from . import args as _args
 from .guard import check_outputs, check_store
-from .output import Bar, check_labels_path, write_labels, write_table
+from .output import check_labels_path, write_labels, write_table
+from .progress import Bar
 from .seeds import build_seeds
 from .signals import RunRecord
 
@@ -98,7 +99,7 @@ def cmd_precompute(args: argparse.Namespace) -> int:
         from ..api.cluster import make_client
 
         client = make_client(args.scheduler, args.workers, processes=not args.no_processes)
-    bar = Bar(f"encode ({unit}s)")
+    bar = Bar("encode", unit=unit, quiet=args.quiet)
 
     def progress(done: int, total: int) -> None:
         record.stored = done
@@ -179,7 +180,7 @@ def cmd_text(args: argparse.Namespace) -> int:
     rows: list[dict] = []
     record = _record(args, args.store, "tile" if args.tile else "slice")
     store = _counted_store(bundle, record, args.store)
-    bar = Bar("search (slices)")
+    bar = Bar("search", quiet=args.quiet)
 
     def results():
         for index, res in api.iter_search_text(
@@ -238,7 +239,7 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     bundle = _bundle(args)
     record = _record(args, args.store)
     store = _counted_store(bundle, record, args.store)
-    bar = Bar("propagate (slices)")
+    bar = Bar("propagate", quiet=args.quiet)
     try:
         labels, result = api.propagate(
             bundle, view, seeds, fixed=args.fixed or (), rgb=args.rgb, window=job.window,

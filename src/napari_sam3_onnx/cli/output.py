@@ -1,13 +1,10 @@
-"""Terminal progress and result files for the command line (labels stacks, CSV tables)."""
+"""Result files for the command line (labels stacks, CSV tables)."""
 
 from __future__ import annotations
 
 import csv
-import sys
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
 
 import numpy as np
 
@@ -15,56 +12,6 @@ from ..api.io import InputError
 from .atomic import atomic_output
 
 LABEL_SUFFIXES = (".tif", ".tiff", ".npy", ".zarr")
-
-
-class Bar:
-    """A one-line progress bar, redrawn in place on a terminal; one line at the end elsewhere.
-
-    Parameters
-    ----------
-    label : str
-        What is counted (a file name, "encode").
-    unit : {"", "B"}
-        ``"B"`` shows byte counts as MB.
-    stream : file, optional
-        Default ``sys.stderr``.
-    """
-
-    def __init__(self, label: str, unit: str = "", stream: TextIO | None = None) -> None:
-        self.label = label
-        self.unit = unit
-        self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.done, self.total = 0, None
-        self._last = 0.0
-
-    def _amount(self, n: int | None) -> str:
-        if n is None:
-            return "?"
-        return f"{n / 1e6:.1f} MB" if self.unit == "B" else str(n)
-
-    def line(self) -> str:
-        """The bar as text, e.g. ``encode [#######.......]  50% 5/10``."""
-        if self.total:
-            frac = min(self.done / self.total, 1.0)
-            bar = "#" * int(28 * frac) + "." * (28 - int(28 * frac))
-            return (f"{self.label} [{bar}] {100 * frac:5.1f}% "
-                    f"{self._amount(self.done)}/{self._amount(self.total)}")
-        return f"{self.label} {self._amount(self.done)}"
-
-    def update(self, done: int, total: int | None = None) -> None:
-        """Set the count (redrawn at most 10 times a second on a terminal)."""
-        self.done, self.total = int(done), total if total is not None else self.total
-        now = time.monotonic()
-        if self.tty and (now - self._last > 0.1 or (self.total and self.done >= self.total)):
-            self._last = now
-            self.stream.write("\r" + self.line())
-            self.stream.flush()
-
-    def close(self) -> None:
-        """End the line (on a terminal) or print the final state once (elsewhere)."""
-        self.stream.write(("\r" if self.tty else "") + self.line() + "\n")
-        self.stream.flush()
 
 
 def check_labels_path(path: Path) -> Path:

@@ -30,6 +30,7 @@ class CorruptModelError(Sam3OnnxError):
 
     def __init__(self, path: Path | str, reason: str) -> None:
         self.path = Path(path)
+        self.reason = reason
         super().__init__(
             f"Model file {self.path} is damaged or not an ONNX model ({reason}). "
             "Delete it and download it again, or point the plugin at an intact copy."
@@ -45,8 +46,8 @@ class ChecksumMismatchError(Sam3OnnxError):
         self.actual = actual
         super().__init__(
             f"Checksum mismatch for {self.path}: expected SHA-256 {expected}, got {actual}. "
-            "The file was not used. Delete it and download it again (an interrupted or altered "
-            "download is the usual cause)."
+            "The download was deleted and nothing was recorded; fetch it again (an interrupted "
+            "or altered download is the usual cause)."
         )
 
 
@@ -102,8 +103,41 @@ class GatedModelError(DownloadError):
         super().__init__(
             f"{repo} is gated on Hugging Face: nothing was downloaded. Open {page_url}, accept "
             "the SAM License there, create an access token (https://huggingface.co/settings/"
-            "tokens) and pass it to the download (token=... or --token). Or download the files "
-            f"by hand and place them in {self.folder}: {names}."
+            "tokens) and give it to the download (token=..., --token, $HF_TOKEN or 'hf auth "
+            f"login'). Or download the files by hand and place them in {self.folder}: {names}."
+        )
+
+
+class TokenAccessError(DownloadError):
+    """The hub refused the access token that was sent: 403, no access to the repo; 401, invalid."""
+
+    def __init__(self, repo: str, page_url: str, folder: Path | str, files: Iterable[str],
+                 status: int = 403) -> None:
+        self.repo = repo
+        self.folder = Path(folder)
+        why = ("the token has no access to that repository" if status == 403
+               else "the token is not valid (mistyped, revoked or expired)")
+        super().__init__(
+            f"Hugging Face refused the access token for {repo} (HTTP {status}): {why}. "
+            f"Open {page_url} while logged in as the token's owner "
+            "and accept the licence there, or use a token with read access to it (--token, "
+            "$HF_TOKEN or 'hf auth login'). Nothing was downloaded into "
+            f"{self.folder}; the files it needs are: {', '.join(files)}."
+        )
+
+
+class ContentMismatchError(Sam3OnnxError):
+    """A downloaded file's bytes are not what its name says (an HTML page saved as ``.onnx``)."""
+
+    def __init__(self, name: str, source: str, reason: str, folder: Path | str) -> None:
+        self.name = name
+        self.reason = reason
+        self.folder = Path(folder)
+        super().__init__(
+            f"The download of {name} from {source} is not a valid {name.rsplit('.', 1)[-1]} "
+            f"file ({reason}). It was deleted and nothing was recorded. The server may have sent "
+            "a login or error page: check the token and the endpoint, or download the file by "
+            f"hand and place it in {self.folder}."
         )
 
 
@@ -115,8 +149,9 @@ class SizeMismatchError(Sam3OnnxError):
         self.expected = expected
         self.actual = actual
         super().__init__(
-            f"Size mismatch for {self.path}: expected {expected} bytes, got {actual}. The file "
-            "was not used. Download it again; if this repeats, the publisher changed the file."
+            f"Size mismatch for {self.path}: expected {expected} bytes, got {actual}. The "
+            "download was deleted and nothing was recorded; fetch it again. If this repeats, "
+            "the publisher changed the file."
         )
 
 
