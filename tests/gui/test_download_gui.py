@@ -41,6 +41,7 @@ def test_download_reports_progress_per_file_and_loads_the_bundle(make_napari_vie
     finally:
         hub.close()
     assert w.model.download.isEnabled() and w.model.progress.isHidden()
-    assert w.model.folder.text() == str(bundle_dir("hf-tracker"))
+    assert w.model.bundle_folder == bundle_dir("hf-tracker")
+    assert w.model.folder.toolTip() == str(bundle_dir("hf-tracker").resolve())
     finished = {name for name, done, total in seen if done == total}
     assert finished == {f.name for f in spec.files}
