@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.automatic import AutoMaskSettings
 from ..engine.detector_box import segment_prompt
 from ..engine.encoding import SliceRef
 from ..engine.interactive import ObjectMask, Prompt
@@ -38,17 +39,20 @@ from ..engine.store import EmbeddingStore, fingerprint
 from ..engine.tiled import input_side, tile_refs
 from ..engine.tiling import TileSettings, as_tiling
 from ..models.base import Capability
+from .automatic import AutoSegmentation, AutoStep, iter_segment_all, segment_all
 from .bundles import Bundle, open_bundle
+from .evaluate import EvaluationReport, evaluate
 from .io import InputError, image_names, parse_slices, planes_view, read_image
 from .jobs import StackJob
 from .propagate import Seed, propagate
 from .text import TextResult, iter_search_text, search_text, table_columns
 
 __all__ = [
-    "Bundle", "EmbeddingStore", "InputError", "PrecomputeReport", "Prompt", "Seed", "StackJob",
-    "TextResult", "TileSettings", "encode_stack", "iter_search_text", "make_jobs", "open_bundle",
-    "parse_slices", "precompute", "propagate", "read_image", "search_text", "segment",
-    "table_columns",
+    "AutoMaskSettings", "AutoSegmentation", "AutoStep", "Bundle", "EmbeddingStore",
+    "EvaluationReport", "InputError", "PrecomputeReport", "Prompt", "Seed", "StackJob",
+    "TextResult", "TileSettings", "encode_stack", "evaluate", "iter_search_text",
+    "iter_segment_all", "make_jobs", "open_bundle", "parse_slices", "precompute", "propagate",
+    "read_image", "search_text", "segment", "segment_all", "table_columns",
 ]
 
 StoreLike = EmbeddingStore | Path | str

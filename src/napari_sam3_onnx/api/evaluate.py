@@ -99,7 +99,7 @@ def evaluate(
     for p, g, n in zip(preds, gts, names, strict=True):
         pa, ga = _labels(p, "prediction"), _labels(g, "ground truth")
         if pa.shape != ga.shape:
-            raise InputError(f"{n}: the prediction is {pa.shape} but the ground truth is "
+            raise InputError(f"{n}: the prediction has shape {pa.shape} but the ground truth "
                              f"{ga.shape}")
         results.append(evaluate_labels(pa, ga, n, thresholds))
     return EvaluationReport(tuple(results), pooled(results))

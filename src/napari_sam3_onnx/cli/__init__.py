@@ -26,7 +26,7 @@ EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-command per task."""
-    from . import batch_cmds, bundle_cmds
+    from . import auto_cmds, batch_cmds, bundle_cmds
 
     parser = argparse.ArgumentParser(
         prog="napari-sam3-onnx",
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     bundle_cmds.add_parsers(sub)
     batch_cmds.add_parsers(sub)
+    auto_cmds.add_parsers(sub)
     return parser
 
 

@@ -99,6 +99,7 @@ def cmd_text(args: argparse.Namespace) -> int:
             bundle, view, phrases, floor=args.floor, rgb=args.rgb, window=job.window,
             slices=job.slices, store=args.store, image=job.image, min_area=args.min_area,
             fill_holes=args.fill_holes, progress=bar.update, tile=args.tile,
+            link_iou=args.link_iou,
         ):
             rows.extend(table_rows(res))
             yield index, res
@@ -237,6 +238,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-area", type=int, default=0, help="drop instances with fewer pixels")
     p.add_argument("--fill-holes", action="store_true", help="fill holes inside instances")
     p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
+    p.add_argument("--link-iou", type=float, metavar="IOU", help="one id per object through z: "
+                   "link instances of consecutive slices above this IoU (e.g. 0.3)")
     _tile_arg(p)
     _image_args(p)
     p.set_defaults(func=cmd_text)
