@@ -153,3 +153,20 @@ def test_crop_layers_find_the_same_objects_once(steep):
     assert len(res.instances) == len(BLOBS)
     for r, c, _ in small:
         assert len(np.unique(res.labels[r - 2:r + 3, c - 2:c + 3])) == 1
+
+
+def test_tiled_plane_joins_objects_across_tile_edges(steep):
+    from napari_sam3_onnx.engine.tiling import TileSettings
+
+    shape = (150, 400)
+    blobs = ((40, 112, 8), (100, 150, 8), (75, 260, 8), (30, 330, 7), (120, 30, 8))
+    img = blob_image(shape, blobs, value=255)
+    enc = SliceEncoder(steep)
+    tiling = TileSettings(size=150, threshold=150)
+    res = segment_plane(steep, enc.embed, _ref(img, "wide"), AutoMaskSettings(12), tiling)
+    assert enc.encoder_calls > 2  # really tiled
+    assert len(res.instances) == len(blobs)
+    for r, c, rad in blobs:
+        ids = np.unique(res.labels[disc(shape, r, c, rad // 2)])
+        assert len(ids) == 1 and ids[0] > 0
+        assert _iou(res.labels == ids[0], disc(shape, r, c, rad)) > 0.6
