@@ -9,7 +9,7 @@ cancelled or interrupted run resumes without encoding again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,9 +18,10 @@ import numpy as np
 from ..engine.automatic import AutoMaskSettings, AutoResult, segment_plane
 from ..engine.automatic.linking import LINK_IOU, PlaneLinker, relabel
 from ..engine.cache import EmbeddingCache
+from ..engine.encoding import SliceRef
 from ..engine.store import EmbeddingStore
 from ..engine.tiling import TileSettings, as_tiling
-from ..models.base import Capability
+from ..models.base import Capability, Embedding, SamAdapter
 from .bundles import Bundle
 from .jobs import StackJob
 
@@ -78,6 +79,52 @@ class AutoStep:
     total: int
 
 
+def iter_segment_refs(
+    adapter: SamAdapter,
+    embed: Callable[[SliceRef], Embedding],
+    refs: Sequence[SliceRef],
+    settings: AutoMaskSettings | None = None,
+    link_iou: float | None = LINK_IOU,
+    first_id: int = 1,
+    tiling: TileSettings | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Iterator[AutoStep]:
+    """The loop every caller shares: segment each plane of ``refs``, link, yield.
+
+    Parameters
+    ----------
+    adapter : SamAdapter
+        A bundle with the ``clicks`` capability.
+    embed : callable
+        ``ref -> Embedding`` (a store-backed or cached :class:`~..engine.encoding.SliceEncoder`'s
+        ``embed``; the dock passes one that holds its encode locks).
+    refs : sequence of SliceRef
+        The planes, in order (consecutive planes of a stack are linked).
+    settings, link_iou, first_id, tiling
+        As in :func:`segment_all` (``tiling`` already parsed).
+    cancelled : callable, optional
+        Cancel token, checked between planes and decoder batches; a plane cut short is not
+        yielded.
+    """
+    if not adapter.has(Capability.CLICKS):
+        adapter._require(Capability.CLICKS)
+    linker = None if link_iou is None else PlaneLinker(link_iou, first_id)
+    next_id = int(first_id)
+    for n, ref in enumerate(refs):
+        if cancelled is not None and cancelled():
+            return
+        index = tuple(ref.index)
+        res = segment_plane(adapter, embed, ref, settings, tiling, next_id, index,
+                            cancelled=cancelled)
+        if cancelled is not None and cancelled():
+            return
+        if linker is not None:
+            res.labels = link_result(linker, res.labels, res.instances, index)
+        else:
+            next_id += len(res.instances)
+        yield AutoStep(index, res, n + 1, len(refs))
+
+
 def iter_segment_all(
     bundle: Bundle,
     data,
@@ -102,24 +149,11 @@ def iter_segment_all(
     bundle.adapter._require(Capability.CLICKS)
     job = StackJob(data, image, axis, rgb, window, slices)
     view = job.view()
-    indices = job.indices(view)
+    refs = [job.ref(view, index) for index in job.indices(view)]
     st = None if store is None else bundle.open_store(store)
     encoder = bundle.encoder(st, EmbeddingCache(budget_bytes=0))
-    tiling = as_tiling(tile)
-    linker = None if link_iou is None else PlaneLinker(link_iou, first_id)
-    next_id = int(first_id)
-    for n, index in enumerate(indices):
-        if cancelled is not None and cancelled():
-            return
-        res = segment_plane(bundle.adapter, encoder.embed, job.ref(view, index), settings,
-                            tiling, next_id, tuple(index), cancelled=cancelled)
-        if cancelled is not None and cancelled():
-            return  # a plane cut short is not a result
-        if linker is not None:
-            res.labels = link_result(linker, res.labels, res.instances, index)
-        else:
-            next_id += len(res.instances)
-        yield AutoStep(tuple(index), res, n + 1, len(indices))
+    yield from iter_segment_refs(bundle.adapter, encoder.embed, refs, settings, link_iou,
+                                 first_id, as_tiling(tile), cancelled)
 
 
 @dataclass
