@@ -50,7 +50,7 @@ def test_samples_load_without_importing_their_packages(fake_packages):
 def test_napari_sample_commands_give_image_and_labels(fake_packages):
     from napari_sam3_onnx._napari.ground_truth_samples import dsb2d_sample, nuclei3d_sample
 
-    (img, meta, kind), (lab, lmeta, lkind) = dsb2d_sample()
+    (img, meta, kind), (lab, _lmeta, lkind) = dsb2d_sample()
     assert (kind, lkind) == ("image", "labels") and img.shape == lab.shape == (48, 64)
     assert "stardist" in meta["metadata"]["source"]
     (img3, _, _), (lab3, _, _) = nuclei3d_sample()
