@@ -85,3 +85,37 @@ def test_parity(part, bundle, model):
     result = parity.run(bundle, model, [part], log=lambda m: None)
     assert result[part], "nothing was compared"
     assert parity.failures(result) == []
+
+
+def test_prompt_decoder_takes_a_batch_of_single_clicks(bundle, model):
+    """A batch of B clicks gives what B separate calls and the PyTorch head give."""
+    import numpy as np
+    import torch
+
+    from napari_sam3_onnx.export import graphs as G
+    from napari_sam3_onnx.models.bundle import open_bundle
+
+    adapter = open_bundle(bundle)
+    if not adapter._batched:
+        pytest.skip("this bundle's prompt decoder was exported without a batch axis")
+    rng = np.random.default_rng(3)
+    img = (rng.random((600, 800, 3)) * 255).astype(np.uint8)
+    emb = adapter.encode(img)
+    xy = (rng.random((5, 2)) * 1008).astype(np.float32)
+    batched = adapter.predict_point_batch(emb, xy)
+    wrap = G.PromptDecoder(model).eval()
+    feats = emb.features
+    top = torch.from_numpy(feats["trk_feat_2"] + adapter._no_mem)
+    for b, got in enumerate(batched):
+        one = adapter.predict_masks(emb, xy[b:b + 1], np.ones(1, np.int64))
+        np.testing.assert_allclose(got.logits, one.logits, atol=1e-4)
+        np.testing.assert_allclose(got.iou, one.iou, atol=1e-5)
+        assert abs(got.object_score - one.object_score) < 1e-4
+        np.testing.assert_allclose(got.extras["object_pointer"], one.extras["object_pointer"],
+                                   atol=1e-4)
+        with torch.no_grad():
+            ref = wrap(top, torch.from_numpy(feats["trk_feat_0"]),
+                       torch.from_numpy(feats["trk_feat_1"]), torch.from_numpy(xy[b:b + 1, None]),
+                       torch.ones(1, 1, dtype=torch.int32), torch.zeros(1, 1, 288, 288),
+                       torch.zeros(1))
+        np.testing.assert_allclose(got.logits, ref[0][0].numpy(), atol=1e-3)

@@ -29,9 +29,16 @@ def _propagate(host: QWidget) -> QWidget:
     return PropagationPanel(host)
 
 
+def _automatic(host: QWidget) -> QWidget:
+    from .auto_panel import AutoPanel
+
+    return AutoPanel(host)
+
+
 def extra_panels() -> list[tuple[str, PanelFactory]]:
     """The workflow tabs, in order."""
     return [
         ("Text", _text),
         ("Propagate", _propagate),
+        ("Automatic", _automatic),
     ]

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.automatic import AutoMaskSettings
 from ..engine.detector_box import segment_prompt
 from ..engine.encoding import SliceRef
 from ..engine.interactive import ObjectMask, Prompt
@@ -40,7 +41,9 @@ from ..engine.store_verify import StoreCheck, verify_store
 from ..engine.tiled import input_side, tile_refs
 from ..engine.tiling import TileSettings, as_tiling
 from ..models.base import Capability
+from .automatic import AutoSegmentation, AutoStep, iter_segment_all, segment_all
 from .bundles import Bundle, open_bundle
+from .evaluate import EvaluationReport, evaluate
 from .io import InputError, image_names, parse_slices, planes_view, read_image
 from .jobs import StackJob
 from .propagate import Seed, propagate
@@ -48,10 +51,11 @@ from .text import TextResult, iter_search_text, search_text, table_columns
 from .validate import check_box, check_points, check_window
 
 __all__ = [
-    "Bundle", "EmbeddingStore", "InputError", "PrecomputeReport", "Prompt", "Seed", "StackJob",
-    "StoreCheck", "TextResult", "TileSettings", "encode_stack", "iter_search_text", "make_jobs",
-    "open_bundle", "parse_slices", "precompute", "propagate", "read_image", "search_text",
-    "segment", "table_columns", "verify_store",
+    "AutoMaskSettings", "AutoSegmentation", "AutoStep", "Bundle", "EmbeddingStore",
+    "EvaluationReport", "InputError", "PrecomputeReport", "Prompt", "Seed", "StackJob",
+    "StoreCheck", "TextResult", "TileSettings", "encode_stack", "evaluate", "iter_search_text",
+    "iter_segment_all", "make_jobs", "open_bundle", "parse_slices", "precompute", "propagate",
+    "read_image", "search_text", "segment", "segment_all", "table_columns", "verify_store",
 ]
 
 StoreLike = EmbeddingStore | Path | str

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.automatic.linking import PlaneLinker
 from ..engine.cache import EmbeddingCache
 from ..engine.concepts import DEFAULT_FLOOR, SliceResult, parse_concepts, search_slice
 from ..engine.store import EmbeddingStore
 from ..engine.tiled_search import search_tiled
 from ..engine.tiling import TileSettings, as_tiling
+from .automatic import link_result
 from .bundles import Bundle
 from .io import InputError
 from .jobs import StackJob
@@ -89,6 +91,7 @@ def iter_search_text(
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
     tile: TileSettings | int | None = None,
+    link_iou: float | None = None,
 ) -> Iterator[tuple[tuple[int, ...], SliceResult]]:
     """Search slice after slice, yielding ``(index, SliceResult)`` as each one finishes.
 
@@ -108,6 +111,7 @@ def iter_search_text(
     st = None if store is None else bundle.open_store(store)
     encoder = bundle.encoder(st, EmbeddingCache(budget_bytes=0))
     next_id, tiling = int(first_id), as_tiling(tile)
+    linker = None if link_iou is None else PlaneLinker(link_iou, next_id)
     for n, index in enumerate(indices):
         if cancelled is not None and cancelled():
             return
@@ -119,6 +123,8 @@ def iter_search_text(
             res = search_slice(bundle.adapter, emb, phrases, texts, floor, None, min_area,
                                fill_holes, next_id, index)
         next_id += len(res.instances)
+        if linker is not None:  # one id per object through z (the concept is not compared)
+            res.labels = link_result(linker, res.labels, res.instances, index)
         if progress is not None:
             progress(n + 1, len(indices))
         yield index, res
@@ -142,6 +148,7 @@ def search_text(
     cancelled: Callable[[], bool] | None = None,
     out=None,
     tile: TileSettings | int | None = None,
+    link_iou: float | None = None,
 ) -> TextResult:
     """Find every instance of each concept on every (selected) slice of an image.
 
@@ -174,6 +181,10 @@ def search_text(
         Search large planes tile by tile (an int: the tile side in pixels; planes longer than
         one tile are tiled). Instances cut by tile edges or found twice in overlaps are merged
         (:mod:`~napari_sam3_onnx.engine.tiled_search`); see ``docs/large-images.md``.
+    link_iou : float, optional
+        Give an instance the id of the previous slice's instance it overlaps with IoU above
+        this (e.g. 0.3, :data:`~napari_sam3_onnx.engine.automatic.linking.LINK_IOU`), so "every
+        nucleus in this stack" gives one id per nucleus through z; None: new ids per slice.
 
     Returns
     -------
@@ -187,7 +198,7 @@ def search_text(
     for index, res in iter_search_text(
         bundle, data, concepts, floor=floor, axis=axis, rgb=rgb, window=window, slices=slices,
         store=store, image=image, min_area=min_area, fill_holes=fill_holes, progress=progress,
-        cancelled=cancelled, tile=tile,
+        cancelled=cancelled, tile=tile, link_iou=link_iou,
     ):
         labels[index] = res.labels
         result.rows.extend(table_rows(res))

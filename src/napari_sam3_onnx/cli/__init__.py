@@ -32,7 +32,7 @@ EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-command per task."""
-    from . import batch_cmds, bundle_cmds, store_cmds
+    from . import auto_cmds, batch_cmds, bundle_cmds, store_cmds
 
     parser = argparse.ArgumentParser(
         prog="napari-sam3-onnx",
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     bundle_cmds.add_parsers(sub)
     batch_cmds.add_parsers(sub)
     store_cmds.add_parsers(sub)
+    auto_cmds.add_parsers(sub)
     for command in sub.choices.values():  # progress bars draw only on a terminal anyway
         command.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     return parser

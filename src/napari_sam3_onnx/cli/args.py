@@ -139,6 +139,8 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
                    help="drop instances with fewer pixels (default 0: keep all)")
     p.add_argument("--fill-holes", action="store_true", help="fill holes inside instances")
     p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
+    p.add_argument("--link-iou", type=fraction, metavar="IOU", help="one id per object through z: "
+                   "link instances of consecutive slices above this IoU (e.g. 0.3)")
     _tile_arg(p)
     _image_args(p)
     p.set_defaults(func=commands["text"])

@@ -187,6 +187,7 @@ def cmd_text(args: argparse.Namespace) -> int:
             bundle, view, phrases, floor=args.floor, rgb=args.rgb, window=job.window,
             slices=job.slices, store=store, image=job.image, min_area=args.min_area,
             fill_holes=args.fill_holes, progress=bar.update, tile=args.tile,
+            link_iou=args.link_iou,
         ):
             rows.extend(table_rows(res))
             yield index, res

@@ -186,13 +186,14 @@ class PromptDecoder(nn.Module):
     """SAM head: 4 masks (token 0 single-mask, 1-3 multimask), IoU, object score and pointers.
 
     Inputs: ``image_embed [1,256,72,72]`` (``F + no_mem_embed`` on a prompted slice, or the
-    memory-conditioned feature), ``trk_feat_0``, ``trk_feat_1``, ``point_coords [1,N,2]``
-    (model-input pixels; a box = labels 2, 3 first), ``point_labels [1,N]`` int32
+    memory-conditioned feature), ``trk_feat_0``, ``trk_feat_1``, ``point_coords [B,N,2]``
+    (model-input pixels; a box = labels 2, 3 first), ``point_labels [B,N]`` int32
     (1, 0, 2, 3, -1 = padding), ``mask_input [1,1,288,288]`` logits, ``has_mask_input [1]``
     (1.0: use it; 0.0: SAM's learned no-mask embedding). The prompt encoder appends its own
-    padding point, as upstream does with ``boxes=None``.
-    Outputs: ``masks [1,4,288,288]`` logits (not occlusion-gated), ``iou_scores [1,4]``,
-    ``object_score_logits [1,1]``, ``object_pointers [1,4,256]``: ``obj_ptr_proj`` of each
+    padding point, as upstream does with ``boxes=None``. ``B`` objects share one image and
+    one mask prompt (automatic segmentation sends a batch of single clicks; B = 1 otherwise).
+    Outputs: ``masks [B,4,288,288]`` logits (not occlusion-gated), ``iou_scores [B,4]``,
+    ``object_score_logits [B,1]``, ``object_pointers [B,4,256]``: ``obj_ptr_proj`` of each
     mask token, replaced by ``no_obj_ptr`` when the object score is <= 0 (upstream's gating).
     """
 
@@ -217,7 +218,7 @@ class PromptDecoder(nn.Module):
         masks, iou, tokens, obj = self.mask_decoder.predict_masks(
             image_embeddings=image_embed, image_pe=self.image_pe,
             sparse_prompt_embeddings=sparse, dense_prompt_embeddings=dense,
-            repeat_image=False, high_res_features=[trk_feat_0, trk_feat_1])
+            repeat_image=True, high_res_features=[trk_feat_0, trk_feat_1])  # image -> B
         ptr = self.obj_ptr_proj(tokens)
         present = (obj > 0).float()[:, :, None]
         ptr = present * ptr + (1 - present) * self.no_obj_ptr

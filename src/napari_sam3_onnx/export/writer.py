@@ -111,7 +111,9 @@ INPUT_NAMES = {
                          "pointer_tpos"],
 }
 DYNAMIC = {
-    "prompt_decoder": {"point_coords": {1: "num_points"}, "point_labels": {1: "num_points"}},
+    "prompt_decoder": {"point_coords": {0: "batch", 1: "num_points"},
+                       "point_labels": {0: "batch", 1: "num_points"},
+                       **{o: {0: "batch"} for o in G.PromptDecoder.outputs}},
     "memory_attention": {"memory_feats": {0: "num_memories"}, "memory_rows": {0: "num_memories"},
                          "pointers": {0: "num_pointers"}, "pointer_tpos": {0: "num_pointers"}},
 }

@@ -227,6 +227,31 @@ class SamAdapter:
         self._require(Capability.CLICKS)
         raise NotImplementedError
 
+    def predict_point_batch(
+        self, embedding: Embedding, points_xy: np.ndarray
+    ) -> list[MaskCandidates]:
+        """Decode each of several points as its own single positive click.
+
+        Automatic segmentation sends a grid of clicks this way. The default runs
+        :meth:`predict_masks` once per point; an adapter whose decoder has a batch axis may
+        override it to decode many points in one call (same results).
+
+        Parameters
+        ----------
+        embedding : Embedding
+            From :meth:`encode`.
+        points_xy : numpy.ndarray
+            ``(B, 2)`` float32 ``(x, y)`` in model-input pixels, one object per point.
+
+        Returns
+        -------
+        list of MaskCandidates
+            One per point, in order.
+        """
+        one = np.ones(1, np.int64)
+        pts = np.asarray(points_xy, np.float32).reshape(-1, 2)
+        return [self.predict_masks(embedding, p[None], one) for p in pts]
+
     def encode_text(self, token_ids: Sequence[int]) -> TextEmbedding:
         """Run the language encoder.
 

@@ -90,6 +90,8 @@ class NsoAdapter(SamAdapter):
         self._mask_size = spatial_size(dec.input("mask_input"), self.layout, dec.path.name)
         self._channels = fixed_dim(dec.input("image_embed"), 1, self.layout, dec.path.name)
         self._label_dtype = np.dtype(dec.input("point_labels").dtype)
+        # bundles exported before the batch axis was dynamic take one object per call
+        self._batched = dec.input("point_coords").shape[0] != 1
         self.language = self.detector = self.memory_encoder = self.memory_attention = None
         caps = {Capability.ENCODE, Capability.CLICKS, Capability.BOXES}
         if "language" in graphs and "detector" in graphs:
@@ -203,6 +205,34 @@ class NsoAdapter(SamAdapter):
         return MaskCandidates(logits=logits, iou=iou,
                               object_score=float(out["object_score_logits"].reshape(-1)[0]),
                               single_mask_first=True, extras={"object_pointer": pointers[k]})
+
+    def predict_point_batch(  # noqa: D102
+        self, embedding: Embedding, points_xy: np.ndarray
+    ) -> list[MaskCandidates]:
+        pts = np.asarray(points_xy, np.float32).reshape(-1, 2)
+        if not self._batched or len(pts) <= 1:
+            return super().predict_point_batch(embedding, pts)
+        self._require(Capability.CLICKS)
+        feats = embedding.features
+        top = feats.get(mem.CONDITIONED)
+        if top is None:
+            top = feats["trk_feat_2"] + self._no_mem
+        out = self.decoder.run(ROLES["decoder"][1], {
+            "image_embed": np.asarray(top, np.float32), "trk_feat_0": feats["trk_feat_0"],
+            "trk_feat_1": feats["trk_feat_1"], "point_coords": pts[:, None, :],
+            "point_labels": np.ones((len(pts), 1), self._label_dtype),
+            "mask_input": np.zeros((1, 1, *self._mask_size), np.float32),
+            "has_mask_input": np.zeros(1, np.float32),
+        })
+        logits = out["masks"].reshape(len(pts), -1, *self._mask_size).astype(np.float32)
+        iou = out["iou_scores"].reshape(len(pts), -1).astype(np.float32)
+        obj = out["object_score_logits"].reshape(len(pts), -1)[:, 0]
+        pointers = out["object_pointers"].reshape(len(pts), iou.shape[1], -1)
+        best = 1 + np.argmax(iou[:, 1:], axis=1)  # one click: the best multimask token's
+        return [MaskCandidates(logits=logits[b], iou=iou[b], object_score=float(obj[b]),
+                               single_mask_first=True,
+                               extras={"object_pointer": pointers[b, best[b]].astype(np.float32)})
+                for b in range(len(pts))]
 
     # ---- concept path -------------------------------------------------------------------
     def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:  # noqa: D102

@@ -1,0 +1,113 @@
+"""Where an automatic run goes: a preview layer while it runs, then one undoable commit.
+
+Finished planes are shown in a scratch Labels layer ("SAM automatic (preview)") as they arrive,
+with a features table (id, score = predicted IoU, stability, area, slice), so hovering an object
+shows its numbers. Commit writes every previewed plane into the target (a new "SAM automatic"
+layer or the user's Labels layer) inside one ``block_history`` step, only onto background
+pixels and with ids above the layer's largest: one undo removes the whole run and nothing of
+the user's is overwritten. Discard removes the preview.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from napari.layers import Image, Labels
+
+from ..engine.automatic import AutoInstance, AutoResult
+from .commit import plane_indices
+from .layers import index_label, plane_shape, transform_kwargs
+from .text_output import append_features
+
+PREVIEW = "SAM automatic (preview)"
+RESULT = "SAM automatic"
+COLUMNS = ("index", "score", "stability", "area", "slice")
+
+
+def feature_rows(instances: Sequence[AutoInstance], image: Image) -> pd.DataFrame:
+    """One row per object and plane: id (``index``), score, stability, area (px), slice."""
+    rows = [{"index": int(i.id), "score": round(float(i.score), 3),
+             "stability": round(float(i.stability), 3), "area": int(i.area),
+             "slice": index_label(image, i.index) if i.index else ""} for i in instances]
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+class AutoOutput:
+    """The preview of one run and its commit.
+
+    Parameters
+    ----------
+    viewer : napari.Viewer
+        Gets the preview layer.
+    image : napari.layers.Image
+        The segmented image (the layers take its shape and transform).
+    """
+
+    def __init__(self, viewer, image: Image) -> None:
+        self.viewer, self.image = viewer, image
+        self.planes: list[tuple[tuple[int, ...], AutoResult]] = []
+        self.preview = viewer.add_labels(np.zeros(plane_shape(image), np.int32), name=PREVIEW,
+                                         opacity=0.6, **transform_kwargs(image))
+        self.preview.features = feature_rows([], image)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the preview layer is still in the viewer."""
+        return self.preview in self.viewer.layers
+
+    @property
+    def objects(self) -> int:
+        """Distinct ids previewed (a 3-D object counts once)."""
+        return len({i.id for _, r in self.planes for i in r.instances})
+
+    def add(self, index: tuple[int, ...], result: AutoResult) -> bool:
+        """Show one finished plane; False if the preview layer was removed meanwhile."""
+        if not self.alive:
+            return False
+        self.planes.append((tuple(index), result))
+        self.preview.data[tuple(index)] = result.labels
+        if result.instances:
+            append_features(self.preview, feature_rows(result.instances, self.image))
+        self.preview.refresh()
+        return True
+
+    def discard(self) -> None:
+        """Drop the preview layer and what it holds."""
+        if self.alive:
+            self.viewer.layers.remove(self.preview)
+        self.planes = []
+
+    def commit(self, target: Labels | None) -> tuple[Labels, int]:
+        """Write the previewed planes into ``target`` (None: a new layer) as one undo step.
+
+        Returns
+        -------
+        (napari.layers.Labels, int)
+            The layer written to and the number of distinct ids written.
+        """
+        if target is None:
+            target = self.viewer.add_labels(np.zeros(plane_shape(self.image), np.int32),
+                                            name=RESULT, **transform_kwargs(self.image))
+            target.features = feature_rows([], self.image)
+        data = target.data
+        shift = int(np.max(data)) if data.size else 0
+        written: list[AutoInstance] = []
+        with target.block_history():
+            for index, result in self.planes:
+                labels = result.labels
+                free = (labels > 0) & (np.asarray(data[index]) == 0)
+                if not free.any():
+                    continue
+                target.data_setitem(plane_indices(index, free),
+                                    labels[free].astype(np.int64) + shift, refresh=False)
+                counts = np.bincount(labels[free], minlength=int(labels.max()) + 1)
+                written += [AutoInstance(i.id + shift, i.score, i.stability, int(counts[i.id]),
+                                         i.index, i.box_rc)
+                            for i in result.instances if counts[i.id] > 0]
+        if written:
+            append_features(target, feature_rows(written, self.image))
+        target.refresh()
+        self.discard()
+        return target, len({i.id for i in written})

@@ -1,0 +1,335 @@
+"""The "Automatic" tab: every object on a slice, a stack or a range, without prompts.
+
+A run is :func:`~napari_sam3_onnx.api.automatic.iter_segment_refs` (the same loop as
+``api.segment_all`` and ``segment-all``) in napari's thread pool, on the shared embedding cache
+and encode locks; finished planes appear in a preview layer (:mod:`.auto_output`), Commit writes
+them into the target as one undo step. SAM's generator settings are folded away under
+"Settings". "Evaluate" compares two Labels layers (e.g. a commit against ground truth) and
+prints the table ``napari-sam3-onnx evaluate`` prints.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+
+import numpy as np
+from napari.layers import Labels
+from napari.qt.threading import create_worker
+from qtpy.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..api.automatic import AutoStep, iter_segment_refs
+from ..api.evaluate import evaluate
+from ..engine.automatic import AutoMaskSettings
+from ..engine.automatic.linking import LINK_IOU
+from ..models.base import Capability
+from ..models.errors import Sam3OnnxError
+from . import layers, workers
+from .auto_output import AutoOutput
+from .text_controls import ScopeControl
+from .text_output import target_choices
+
+NEW_LAYER = "new layer"
+NO_MODEL = "Load a bundle that takes clicks above to segment every object automatically."
+
+
+def _spin(value: float, lo: float, hi: float, step: float) -> QDoubleSpinBox:
+    box = QDoubleSpinBox(minimum=lo, maximum=hi, singleStep=step, decimals=3)
+    box.setValue(value)
+    return box
+
+
+class SettingsBox(QWidget):
+    """SAM's automatic-mask-generator settings (named as SAM names them) and the 3-D link."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        d = AutoMaskSettings()
+        self.points_per_side = QSpinBox(minimum=1, maximum=128, value=d.points_per_side)
+        self.pred_iou_thresh = _spin(d.pred_iou_thresh, 0.0, 1.0, 0.01)
+        self.stability_score_thresh = _spin(d.stability_score_thresh, 0.0, 1.0, 0.01)
+        self.box_nms_thresh = _spin(d.box_nms_thresh, 0.01, 1.0, 0.05)
+        self.min_mask_region_area = QSpinBox(minimum=0, maximum=10**7, suffix=" px")
+        self.crop_n_layers = QSpinBox(minimum=0, maximum=3, value=d.crop_n_layers)
+        self.link = QCheckBox("Link objects through the stack (one id per 3-D object)",
+                              checked=True)
+        self.link_iou = _spin(LINK_IOU, 0.0, 0.99, 0.05)
+        form = QFormLayout(self)
+        form.setContentsMargins(0, 0, 0, 0)
+        form.addRow("points_per_side", self.points_per_side)
+        form.addRow("pred_iou_thresh", self.pred_iou_thresh)
+        form.addRow("stability_score_thresh", self.stability_score_thresh)
+        form.addRow("box_nms_thresh", self.box_nms_thresh)
+        form.addRow("min_mask_region_area", self.min_mask_region_area)
+        form.addRow("crop_n_layers", self.crop_n_layers)
+        form.addRow(self.link)
+        form.addRow("link IoU", self.link_iou)
+
+    def settings(self) -> AutoMaskSettings:
+        """The chosen settings (raises ValueError for a bad combination)."""
+        return AutoMaskSettings(
+            points_per_side=self.points_per_side.value(),
+            pred_iou_thresh=self.pred_iou_thresh.value(),
+            stability_score_thresh=self.stability_score_thresh.value(),
+            box_nms_thresh=self.box_nms_thresh.value(),
+            min_mask_region_area=self.min_mask_region_area.value(),
+            crop_n_layers=self.crop_n_layers.value())
+
+    @property
+    def link_value(self) -> float | None:
+        """The link IoU, None when linking is off."""
+        return self.link_iou.value() if self.link.isChecked() else None
+
+
+def iter_run(encoder, refs, settings, link_iou, locks, cancel: threading.Event):
+    """The worker's generator: embed under the shared locks, then the API's loop."""
+
+    def embed(ref):
+        with locks.hold(encoder.key(ref)):
+            return encoder.embed(ref)
+
+    yield from iter_segment_refs(encoder.adapter, embed, refs, settings, link_iou,
+                                 cancelled=cancel.is_set)
+
+
+class AutoPanel(QWidget):
+    """The Automatic tab (``host`` is the main widget; see :mod:`.panels`)."""
+
+    def __init__(self, host, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.host, self.viewer = host, host.viewer
+        self.output: AutoOutput | None = None
+        self.messages: list[str] = []
+        self._cancel = threading.Event()
+        self._worker = None
+        self._total = 0
+        self.explain = QLabel(NO_MODEL, wordWrap=True)
+        self.scope = ScopeControl()
+        self.fold = QToolButton(text="Settings", checkable=True)
+        self.fold.setToolTip("SAM's automatic mask generator settings (SAM's defaults)")
+        self.settings = SettingsBox()
+        self.settings.setVisible(False)
+        self.fold.toggled.connect(self.settings.setVisible)
+        self.target = QComboBox()
+        self.run_button = QPushButton("Preview")
+        self.run_button.clicked.connect(self.run)
+        self.cancel_button = QPushButton("Cancel", enabled=False)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.commit_button = QPushButton("Commit", enabled=False)
+        self.commit_button.clicked.connect(self.commit)
+        self.discard_button = QPushButton("Discard", enabled=False)
+        self.discard_button.clicked.connect(self.discard)
+        self.pred_layer, self.truth_layer = QComboBox(), QComboBox()
+        self.evaluate_button = QPushButton("Evaluate")
+        self.evaluate_button.clicked.connect(self.evaluate)
+        self.progress = QProgressBar(visible=False)
+        self.status = QLabel("", wordWrap=True)
+        self.table = QLabel("", wordWrap=False)
+        self.table.setStyleSheet("font-family: monospace")
+
+        form = QFormLayout()
+        form.addRow("Slices", self.scope)
+        form.addRow(self.fold)
+        form.addRow(self.settings)
+        form.addRow("Commit to", self.target)
+        buttons = QHBoxLayout()
+        for b in (self.run_button, self.cancel_button, self.commit_button, self.discard_button):
+            buttons.addWidget(b)
+        ev = QHBoxLayout()
+        for w in (self.pred_layer, QLabel("vs"), self.truth_layer, self.evaluate_button):
+            ev.addWidget(w)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.explain)
+        layout.addLayout(form)
+        layout.addLayout(buttons)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addWidget(QLabel("Evaluate labels against ground truth:"))
+        layout.addLayout(ev)
+        layout.addWidget(self.table)
+        layout.addStretch(1)
+
+        host.model.loaded.connect(self.refresh)
+        host.image.currentIndexChanged.connect(lambda _i: self.refresh())
+        events = self.viewer.layers.events
+        hooks = [(events.inserted, self._layers_changed), (events.removed, self._layers_changed)]
+        for emitter, callback in hooks:
+            emitter.connect(callback)
+        self.destroyed.connect(partial(_teardown, self._cancel, hooks))
+        self.refresh()
+
+    @property
+    def running(self) -> bool:
+        """Whether a run is in progress."""
+        return self._worker is not None
+
+    def refresh(self) -> None:
+        """Enable what the loaded bundle allows; explain what it does not."""
+        adapter = self.host.model.adapter
+        reason = None
+        if adapter is None:
+            reason = NO_MODEL
+        elif not adapter.has(Capability.CLICKS):
+            reason = (f"The {adapter.layout} bundle has no SAM head for clicks, so it cannot "
+                      "segment automatically; use the Text tab, or a tracker bundle.")
+        self.explain.setText(reason or "")
+        self.explain.setVisible(reason is not None)
+        idle = not self.running
+        self.run_button.setEnabled(reason is None and idle)
+        self.cancel_button.setEnabled(self.running)
+        held = self.output is not None and idle and bool(self.output.planes)
+        self.commit_button.setEnabled(held)
+        self.discard_button.setEnabled(self.output is not None and idle)
+        image = self.host.session.image
+        self.scope.set_shape(() if image is None else layers.plane_shape(image)[: image.ndim - 2])
+        self._layers_changed()
+
+    def _layers_changed(self, event=None) -> None:
+        image = self.host.session.image
+        skip = None if self.output is None else self.output.preview
+        lay = self.host.session.layers
+        choices = [la for la in target_choices(self.viewer, image, skip)
+                   if lay is None or la is not lay.preview]
+        _fill(self.target, [(NEW_LAYER, None)] + [(la.name, la) for la in choices])
+        every = [(la.name, la) for la in self.viewer.layers if isinstance(la, Labels)]
+        _fill(self.pred_layer, every)
+        _fill(self.truth_layer, every)
+
+    # ---- running ------------------------------------------------------------------------
+    def run(self) -> None:
+        """Segment the chosen planes into a fresh preview."""
+        session, image, encoder = self.host.session, self.host.session.image, \
+            self.host.session.encoder
+        if self.running:
+            return
+        if image is None or encoder is None:
+            self._say("Choose an image and load a bundle first.")
+            return
+        try:
+            settings = self.settings.settings()
+            indices = self.scope.indices(layers.current_index(self.viewer, image))
+        except (Sam3OnnxError, ValueError) as exc:
+            self._say(str(exc))
+            return
+        if self.output is not None:
+            self.output.discard()
+        version = session.data_version(image)
+        refs = [layers.slice_ref(image, i, version) for i in indices]
+        self.output = AutoOutput(self.viewer, image)
+        self._cancel.clear()
+        self._total = len(refs)
+        self.progress.setRange(0, len(refs))
+        self.progress.setValue(0)
+        self.progress.setVisible(True)
+        self._worker = create_worker(
+            iter_run, encoder, refs, settings, self.settings.link_value, session.encode_locks,
+            self._cancel, _progress={"total": len(refs), "desc": "SAM automatic"},
+            _connect={"yielded": self._on_plane, "errored": self._on_error,
+                      "finished": self._on_finished},
+            _ignore_errors=True, _start_thread=True)
+        self.refresh()
+        self._say(f"Segmenting {len(refs)} slice(s) of '{image.name}' with a "
+                  f"{settings.points_per_side} x {settings.points_per_side} click grid...")
+
+    def cancel(self) -> None:
+        """Stop after the decoder batch in progress; finished planes stay in the preview."""
+        if self.running:
+            self._cancel.set()
+            self._say("Cancelling...")
+
+    def _on_plane(self, step: AutoStep) -> None:
+        out = self.output
+        if out is None:
+            return
+        if not out.add(step.index, step.result):
+            self._cancel.set()
+            self._say("The preview layer was removed; the run stopped.")
+            return
+        self.progress.setValue(step.done)
+        self.status.setText(f"{layers.index_label(out.image, step.index)}: "
+                            f"{len(step.result.instances)} object(s); {step.done} of "
+                            f"{step.total} slice(s) done.")
+
+    def _on_error(self, exc: BaseException) -> None:
+        self._say(workers.describe(exc))
+
+    def _on_finished(self) -> None:
+        self._worker = None
+        self.progress.setVisible(False)
+        out = self.output
+        if out is not None:
+            head = (f"Cancelled after {len(out.planes)} of {self._total} slice(s). "
+                    if len(out.planes) < self._total else "")
+            self._say(f"{head}{out.objects} object(s) in the preview; Commit writes them "
+                      "(one undo step), Discard drops them.")
+        self.refresh()
+
+    def commit(self) -> None:
+        """Write the preview into the target layer as one undo step."""
+        out = self.output
+        if out is None or self.running or not out.planes:
+            return
+        layer, n = out.commit(self.target.currentData())
+        self.output = None
+        self._say(f"{n} object(s) written to '{layer.name}'. One undo (Ctrl+Z on that layer) "
+                  "removes them.")
+        self.refresh()
+
+    def discard(self) -> None:
+        """Drop the preview."""
+        if self.output is not None and not self.running:
+            self.output.discard()
+            self.output = None
+            self._say("Preview discarded.")
+            self.refresh()
+
+    def evaluate(self) -> None:
+        """Print the evaluation of one Labels layer against another."""
+        pred, truth = self.pred_layer.currentData(), self.truth_layer.currentData()
+        if pred is None or truth is None:
+            self._say("Choose the labels to evaluate and the ground truth.")
+            return
+        try:
+            report = evaluate(np.asarray(pred.data), np.asarray(truth.data), names=[pred.name])
+        except (Sam3OnnxError, ValueError) as exc:
+            self._say(str(exc))
+            return
+        self.table.setText(report.text())
+        self._say(f"'{pred.name}' against '{truth.name}': mSA {report.overall.msa:.3f}.")
+
+    def _say(self, message: str) -> None:
+        self.messages = [*self.messages[-49:], message]
+        self.status.setText(message)
+        self.host._notify(message)
+
+
+def _fill(combo: QComboBox, items) -> None:
+    current = combo.currentData()
+    combo.blockSignals(True)
+    combo.clear()
+    for title, data in items:
+        combo.addItem(title, data)
+    datas = [d for _, d in items]
+    if current in datas:
+        combo.setCurrentIndex(datas.index(current))
+    combo.blockSignals(False)
+
+
+def _teardown(cancel: threading.Event, hooks, _obj=None) -> None:
+    """The tab is gone: stop its run and stop listening to the viewer."""
+    cancel.set()
+    for emitter, callback in hooks:
+        emitter.disconnect(callback)

@@ -1,0 +1,247 @@
+"""Automatic instance segmentation of an image, plane by plane, with 3-D linking through stacks.
+
+:func:`iter_segment_all` is the one orchestration path: the API's :func:`segment_all`, the CLI's
+``segment-all`` and the dock's Automatic tab all consume it. It yields one :class:`AutoStep` per
+plane, as each finishes, and stops between planes (and between decoder batches) when the cancel
+token says so; embeddings come from (and go to) the embedding store when one is given, so a
+cancelled or interrupted run resumes without encoding again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..engine.automatic import AutoMaskSettings, AutoResult, segment_plane
+from ..engine.automatic.linking import LINK_IOU, PlaneLinker, relabel
+from ..engine.cache import EmbeddingCache
+from ..engine.encoding import SliceRef
+from ..engine.store import EmbeddingStore
+from ..engine.tiling import TileSettings, as_tiling
+from ..models.base import Capability, Embedding, SamAdapter
+from .bundles import Bundle
+from .jobs import StackJob
+
+#: Table columns before the ``index_<k>`` columns.
+AUTO_COLUMNS = ("label", "score", "stability", "area_px")
+BOX_COLUMNS = ("bbox_row0", "bbox_col0", "bbox_row1", "bbox_col1")
+
+
+def auto_table_columns(n_lead: int) -> list[str]:
+    """Columns of :func:`auto_table_rows` for an image with ``n_lead`` leading axes.
+
+    ``score`` is the decoder's predicted IoU, ``stability`` SAM's stability score, ``area_px``
+    the object's pixels on that plane; a 3-D object has one row per plane it covers.
+    """
+    return [*AUTO_COLUMNS, *(f"index_{k}" for k in range(n_lead)), *BOX_COLUMNS]
+
+
+def auto_table_rows(result: AutoResult) -> list[dict]:
+    """One row per object of a plane."""
+    rows = []
+    for inst in result.instances:
+        row = {"label": inst.id, "score": round(inst.score, 6),
+               "stability": round(inst.stability, 6), "area_px": inst.area}
+        row.update({f"index_{k}": int(i) for k, i in enumerate(inst.index)})
+        row.update({c: int(v) for c, v in zip(BOX_COLUMNS, inst.box_rc, strict=True)})
+        rows.append(row)
+    return rows
+
+
+def link_result(linker: PlaneLinker, labels: np.ndarray, instances, index) -> np.ndarray:
+    """Relabel one plane's labels and instances (``.id``) with the linker's stack ids."""
+    mapping = linker.link(labels, tuple(index))
+    for inst in instances:
+        inst.id = mapping.get(inst.id, inst.id)
+    return relabel(labels, mapping)
+
+
+@dataclass
+class AutoStep:
+    """One finished plane of a run.
+
+    Attributes
+    ----------
+    index : tuple[int, ...]
+        The plane's leading indices (slice axis first).
+    result : AutoResult
+        Its labels and objects (ids already linked through the stack when linking is on).
+    done, total : int
+        Planes finished so far, and planes asked for.
+    """
+
+    index: tuple[int, ...]
+    result: AutoResult
+    done: int
+    total: int
+
+
+def iter_segment_refs(
+    adapter: SamAdapter,
+    embed: Callable[[SliceRef], Embedding],
+    refs: Sequence[SliceRef],
+    settings: AutoMaskSettings | None = None,
+    link_iou: float | None = LINK_IOU,
+    first_id: int = 1,
+    tiling: TileSettings | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Iterator[AutoStep]:
+    """The loop every caller shares: segment each plane of ``refs``, link, yield.
+
+    Parameters
+    ----------
+    adapter : SamAdapter
+        A bundle with the ``clicks`` capability.
+    embed : callable
+        ``ref -> Embedding`` (a store-backed or cached :class:`~..engine.encoding.SliceEncoder`'s
+        ``embed``; the dock passes one that holds its encode locks).
+    refs : sequence of SliceRef
+        The planes, in order (consecutive planes of a stack are linked).
+    settings, link_iou, first_id, tiling
+        As in :func:`segment_all` (``tiling`` already parsed).
+    cancelled : callable, optional
+        Cancel token, checked between planes and decoder batches; a plane cut short is not
+        yielded.
+    """
+    if not adapter.has(Capability.CLICKS):
+        adapter._require(Capability.CLICKS)
+    linker = None if link_iou is None else PlaneLinker(link_iou, first_id)
+    next_id = int(first_id)
+    for n, ref in enumerate(refs):
+        if cancelled is not None and cancelled():
+            return
+        index = tuple(ref.index)
+        res = segment_plane(adapter, embed, ref, settings, tiling, next_id, index,
+                            cancelled=cancelled)
+        if cancelled is not None and cancelled():
+            return
+        if linker is not None:
+            res.labels = link_result(linker, res.labels, res.instances, index)
+        else:
+            next_id += len(res.instances)
+        yield AutoStep(index, res, n + 1, len(refs))
+
+
+def iter_segment_all(
+    bundle: Bundle,
+    data,
+    *,
+    settings: AutoMaskSettings | None = None,
+    axis: int = 0,
+    rgb: bool = False,
+    window: tuple[float, float] | None = None,
+    slices: slice | None = None,
+    store: EmbeddingStore | Path | str | None = None,
+    image: str = "image",
+    link_iou: float | None = LINK_IOU,
+    first_id: int = 1,
+    tile: TileSettings | int | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Iterator[AutoStep]:
+    """Segment every object on each selected plane; yield each plane as it finishes.
+
+    See :func:`segment_all` for the parameters. Only one plane's data, embedding (one crop's
+    or tile's when cropped or tiled) and labels are held at a time.
+    """
+    bundle.adapter._require(Capability.CLICKS)
+    job = StackJob(data, image, axis, rgb, window, slices)
+    view = job.view()
+    refs = [job.ref(view, index) for index in job.indices(view)]
+    st = None if store is None else bundle.open_store(store)
+    encoder = bundle.encoder(st, EmbeddingCache(budget_bytes=0))
+    yield from iter_segment_refs(bundle.adapter, encoder.embed, refs, settings, link_iou,
+                                 first_id, as_tiling(tile), cancelled)
+
+
+@dataclass
+class AutoSegmentation:
+    """Labels and objects of an automatic segmentation.
+
+    Attributes
+    ----------
+    labels : array-like
+        ``(n, [m,] rows, cols)`` int32 (the image's shape, slice axis first, no channel axis);
+        zeros on planes that were not segmented.
+    rows : list of dict
+        One row per object and plane (see :func:`auto_table_columns`).
+    done : int
+        Planes segmented (fewer than asked when cancelled).
+    """
+
+    labels: object
+    rows: list[dict] = field(default_factory=list)
+    done: int = 0
+
+
+def segment_all(
+    bundle: Bundle,
+    data,
+    *,
+    settings: AutoMaskSettings | None = None,
+    axis: int = 0,
+    rgb: bool = False,
+    window: tuple[float, float] | None = None,
+    slices: slice | None = None,
+    store: EmbeddingStore | Path | str | None = None,
+    image: str = "image",
+    link_iou: float | None = LINK_IOU,
+    tile: TileSettings | int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    out=None,
+) -> AutoSegmentation:
+    """Automatic ("segment everything") instance segmentation of an image or a stack.
+
+    Parameters
+    ----------
+    bundle : Bundle
+        A bundle with the ``clicks`` capability.
+    data : array-like or path
+        ``(..., rows, cols[, channels])`` image.
+    settings : AutoMaskSettings, optional
+        Grid and filters, named as SAM's automatic mask generator names them (default: SAM's
+        defaults, 32 x 32 clicks).
+    axis, rgb, window, slices
+        Slice axis, colour data, contrast window and positions along the slice axis.
+    store : EmbeddingStore or path, optional
+        Read embeddings from (and add new ones to) this store: a second run, or one resumed
+        after a cancel, encodes nothing it already encoded.
+    image : str
+        The image's name in the store.
+    link_iou : float or None
+        Link each plane's objects to the previous plane's when their IoU exceeds this, so an
+        object keeps one id through z (:mod:`~..engine.automatic.linking`); None: fresh ids on
+        every plane.
+    tile : TileSettings or int, optional
+        Cover large planes tile by tile (an int: the tile side in pixels); objects found twice
+        in overlaps or cut by tile edges are joined as text search joins them.
+    progress : callable, optional
+        ``progress(done, total)`` in planes.
+    cancelled : callable, optional
+        A cancel token: ``cancelled()`` True stops; finished planes are kept.
+    out : array-like, optional
+        Where to write the labels (e.g. a zarr array) shaped like
+        :attr:`AutoSegmentation.labels`; default a new int32 numpy array.
+
+    Returns
+    -------
+    AutoSegmentation
+        Labels, one table row per object and plane, and the planes done.
+    """
+    view = StackJob(data, image, axis, rgb).view()
+    shape = tuple(view.shape[:-1] if rgb else view.shape)
+    labels = np.zeros(shape, np.int32) if out is None else out
+    result = AutoSegmentation(labels)
+    for step in iter_segment_all(
+        bundle, data, settings=settings, axis=axis, rgb=rgb, window=window, slices=slices,
+        store=store, image=image, link_iou=link_iou, tile=tile, cancelled=cancelled,
+    ):
+        labels[step.index] = step.result.labels
+        result.rows.extend(auto_table_rows(step.result))
+        result.done = step.done
+        if progress is not None:
+            progress(step.done, step.total)
+    return result

@@ -1,0 +1,169 @@
+"""Sub-commands ``segment-all`` (automatic instance segmentation) and ``evaluate``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import api
+from ..api.automatic import auto_table_columns
+from ..api.io import InputError, expand_inputs, image_names
+from ..engine.automatic import AutoMaskSettings
+from ..engine.automatic.linking import LINK_IOU
+from ..models.base import Capability
+from .args import FMT, _image_args, _tile_arg, _wrap, finite, fraction
+from .batch_cmds import (
+    _bundle,
+    _counted_store,
+    _job,
+    _labels_metadata,
+    _one_input,
+    _outputs,
+    _record,
+    _stream,
+)
+from .guard import check_outputs, check_store
+from .output import write_labels, write_table
+from .progress import Bar
+
+#: Options named as SAM's ``SamAutomaticMaskGenerator`` arguments (``--points-per-side``, ...).
+SAM_OPTIONS = (("points_per_side", int), ("points_per_batch", int), ("pred_iou_thresh", finite),
+               ("stability_score_thresh", finite), ("stability_score_offset", finite),
+               ("box_nms_thresh", finite), ("crop_n_layers", int), ("crop_nms_thresh", finite),
+               ("crop_overlap_ratio", finite), ("crop_n_points_downscale_factor", int),
+               ("min_mask_region_area", int))
+
+
+def _settings(args: argparse.Namespace) -> AutoMaskSettings:
+    given = {name: getattr(args, name) for name, _ in SAM_OPTIONS
+             if getattr(args, name) is not None}
+    try:
+        return AutoMaskSettings(**given)
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+
+
+def cmd_segment_all(args: argparse.Namespace) -> int:
+    """Automatic masks on every slice; labels to --out, objects to --table."""
+    settings = _settings(args)
+    path = _one_input(args, "segment-all")
+    _outputs(args, path)
+    if args.store is not None:
+        check_store(args.store, [("input image", path)])
+    job = _job(args, path, image_names([path])[0])
+    view = job.view()
+    bundle = _bundle(args)
+    bundle.adapter._require(Capability.CLICKS)
+    n_lead = view.ndim - (3 if args.rgb else 2)
+    rows: list[dict] = []
+    record = _record(args, args.store, "tile" if args.tile else "slice")
+    store = _counted_store(bundle, record, args.store)
+    bar = Bar("segment", quiet=args.quiet)
+    link = None if args.no_link else args.link_iou
+
+    def results():
+        for step in api.iter_segment_all(
+            bundle, view, settings=settings, rgb=args.rgb, window=job.window,
+            slices=job.slices, store=store, image=job.image, link_iou=link, tile=args.tile,
+        ):
+            bar.update(step.done, step.total)
+            rows.extend(api.automatic.auto_table_rows(step.result))
+            yield step.index, step.result
+
+    shape = view.shape[:-1] if args.rgb else view.shape
+    try:
+        write_labels(args.out, shape, _stream(shape, iter(results()), n_lead),
+                     **_labels_metadata(args, path, view.ndim))
+    finally:
+        bar.close()
+    record.done("--out", args.out)
+    if args.table is not None:
+        write_table(args.table, auto_table_columns(n_lead), rows)
+        record.done("--table", args.table)
+    objects = len({r["label"] for r in rows})
+    print(f"{objects} object(s) on {len(job.indices(view))} slice(s) -> {args.out}"
+          + (f", table {args.table}" if args.table else ""))
+    return 0
+
+
+def _pairs(pred: Path, gt: Path) -> tuple[list[Path], list[Path]]:
+    """Files to compare: two files, or two folders paired by file name."""
+    if pred.is_dir() != gt.is_dir():
+        raise InputError("give two label files, or two folders of label files")
+    if not pred.is_dir():
+        return [pred], [gt]
+    preds = {p.name: p for p in expand_inputs([pred])}
+    gts = {p.name: p for p in expand_inputs([gt])}
+    common = sorted(set(preds) & set(gts))
+    if not common:
+        raise InputError(f"no file name is in both {pred} and {gt}")
+    missing = sorted(set(gts) - set(preds))
+    if missing:
+        raise InputError(f"{len(missing)} ground-truth file(s) have no prediction in {pred}: "
+                         f"{', '.join(missing[:5])}")
+    return [preds[n] for n in common], [gts[n] for n in common]
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Match the prediction's instances against the ground truth; print (and write) the table."""
+    check_outputs([("--csv", args.csv)],
+                  [("prediction", args.pred), ("ground truth", args.gt)], args.overwrite)
+    preds, gts = _pairs(args.pred, args.gt)
+    report = api.evaluate(preds, gts, names=[p.stem for p in preds])
+    print(report.text())
+    if args.csv is not None:
+        write_table(args.csv, report.columns, report.rows())
+        print(f"table -> {args.csv}")
+    return 0
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Register segment-all and evaluate."""
+    p = sub.add_parser(
+        "segment-all", help="automatic instance segmentation of every slice (no prompts)",
+        formatter_class=FMT,
+        description=_wrap("Cover each slice with a grid of single clicks on its embedding, keep "
+        "the masks SAM's automatic mask generator keeps (options named and defaulted as its "
+        "arguments), and write an int32 labels stack and, with --table, one CSV row per object "
+        "and slice: label, score (predicted IoU), stability, area_px, index_0.., bbox. Objects "
+        f"of consecutive slices are linked into 3-D objects (one id through z) when their IoU "
+        f"exceeds --link-iou (default {LINK_IOU}). See docs/automatic.md."),
+        epilog="example:\n  napari-sam3-onnx segment-all hf-tracker nuclei.tif --out labels.tif "
+        "--table objects.csv --store emb.zarr --points-per-side 24")
+    p.add_argument("bundle", help="bundle id or folder (needs 'clicks')")
+    p.add_argument("input", type=Path, help="one TIFF, .npy or zarr/OME-Zarr image")
+    p.add_argument("--out", type=Path, required=True, help="labels file: .tif, .npy or .zarr")
+    p.add_argument("--table", type=Path, help="CSV file with one row per object and slice")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace --out/--table if they exist (never the input or the store)")
+    p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
+    p.add_argument("--link-iou", type=fraction, default=LINK_IOU,
+                   help=f"IoU linking objects of consecutive slices (default {LINK_IOU})")
+    p.add_argument("--no-link", action="store_true", help="new ids on every slice")
+    defaults = AutoMaskSettings()
+    for name, kind in SAM_OPTIONS:
+        p.add_argument(_flag(name), dest=name, type=kind, default=None,
+                       help=f"SAM's {name} (default {getattr(defaults, name):.4g})")
+    _tile_arg(p)
+    _image_args(p)
+    p.set_defaults(func=cmd_segment_all)
+
+    p = sub.add_parser(
+        "evaluate", help="compare instance labels with ground truth (mSA, precision, recall, F1)",
+        formatter_class=FMT,
+        description=_wrap("Match predicted and true instances one to one at IoU thresholds "
+        "0.50:0.05:0.95 and print, per image and overall: mSA (mean of TP/(TP+FP+FN) over the "
+        "thresholds, as micro-sam and StarDist report it), and at IoU 0.5 precision, recall, F1 "
+        "and AP50 (the Data Science Bowl's TP/(TP+FP+FN)). 3-D labels are matched as volumes. "
+        "--csv adds the segmentation accuracy at every threshold."),
+        epilog="examples:\n  napari-sam3-onnx evaluate labels.tif mask.tif\n"
+        "  napari-sam3-onnx evaluate predictions/ ground_truth/ --csv scores.csv")
+    p.add_argument("pred", type=Path, help="predicted labels (file, or folder of files)")
+    p.add_argument("gt", type=Path, help="ground-truth labels (file, or folder: same names)")
+    p.add_argument("--csv", type=Path, help="write the table as CSV")
+    p.add_argument("--overwrite", action="store_true", help="replace --csv if it exists")
+    p.set_defaults(func=cmd_evaluate)
