@@ -146,3 +146,23 @@ def test_cli_segment_all_then_evaluate_against_the_truth(folder, stack, tmp_path
     assert code == 2 and "box_nms_thresh" in err
     code, _, err = _run("evaluate", tmp_path / "auto.tif", tmp_path, capsys=capsys)
     assert code == 2
+
+
+def test_segment_all_and_evaluate_never_replace_a_file_without_overwrite(folder, stack, tmp_path,
+                                                                         capsys):
+    tifffile.imwrite(tmp_path / "stack.tif", stack, photometric="minisblack")
+    precious = tmp_path / "painted.tif"
+    tifffile.imwrite(precious, np.arange(12, dtype=np.int32).reshape(3, 4))
+    before = precious.read_bytes()
+    code, _, err = _run("segment-all", folder, tmp_path / "stack.tif", "--out", precious,
+                        "--points-per-side", 4, capsys=capsys)
+    assert code == 2 and "--overwrite" in err and "Traceback" not in err
+    code, _, err = _run("segment-all", folder, tmp_path / "stack.tif", "--out",
+                        tmp_path / "stack.tif", "--overwrite", "--points-per-side", 4,
+                        capsys=capsys)
+    assert code == 2 and "input image" in err
+    code, _, err = _run("evaluate", precious, precious, "--csv", precious, "--overwrite",
+                        capsys=capsys)
+    assert code == 2
+    assert precious.read_bytes() == before
+    assert tifffile.imread(tmp_path / "stack.tif").shape == stack.shape
