@@ -216,7 +216,7 @@ def propagate(
         if not memory:
             if st.prev is None:
                 return None
-            logits = st.prev.low_res_logits if adapter.accepts_mask_input else None
+            logits = st.prev.fed_back if adapter.accepts_mask_input else None
             out, _ = decode_prompt(adapter, emb, mask_prompt(st.prev.mask, logits),
                                    click_holes, False)
             return replace(out, conditioning=False, pointer=None)
