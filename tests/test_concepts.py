@@ -128,6 +128,24 @@ def test_cancel_keeps_finished_slices(tokenizer):
     assert [idx for idx, _ in out] == [(0,), (1,), (2,), (3,)]
 
 
+class CutDetector(PlantedDetector):
+    """A graph that applies its own score cut (as wkentaro's exports do at 0.5)."""
+
+    def detect(self, embedding, text, boxes_cxcywh=None, box_labels=None):
+        det = super().detect(embedding, text, boxes_cxcywh, box_labels)
+        keep = det.scores > 0.6
+        return Detections(det.scores[keep], det.boxes[keep], det.masks[keep], "logits", 0.6)
+
+
+def test_results_carry_the_graphs_own_score_cut(tokenizer):
+    planted = {"nucleus": [(0.9, (0.0, 0.0, 0.2, 0.3)), (0.55, (0.5, 0.5, 0.7, 0.9))]}
+    raw, cut = PlantedDetector(planted), CutDetector(planted)
+    low = search_slice(raw, EMB, ["nucleus"], TextCache(raw, tokenizer), floor=0.3)
+    assert low.min_score == 0.0 and len(low.instances) == 2
+    high = search_slice(cut, EMB, ["nucleus", "cell"], TextCache(cut, tokenizer), floor=0.3)
+    assert high.min_score == 0.6 and [i.score for i in high.instances] == [pytest.approx(0.9)]
+
+
 def test_exemplars_become_cxcywh_with_labels(tokenizer):
     det = PlantedDetector({"visual": [(0.9, (0.0, 0.0, 0.2, 0.3))]})
     ex = Exemplars(np.array([[20, 40, 5, 10]]), np.array([False]))

@@ -120,10 +120,22 @@ class Instance:
 
 @dataclass
 class SliceResult:
-    """Labels of one slice and its instances."""
+    """Labels of one slice and its instances.
+
+    Attributes
+    ----------
+    labels : numpy.ndarray
+        ``(rows, cols)`` int32 instance ids (0 = background).
+    instances : list of Instance
+        One per id.
+    min_score : float or None
+        The score cut the detector's graph applied itself (``Detections.min_score``; 0.0 for
+        raw heads): floors below it cannot find more. None when no detection ran.
+    """
 
     labels: np.ndarray
     instances: list[Instance] = field(default_factory=list)
+    min_score: float | None = None
 
 
 def _threshold(det: Detections) -> float:
@@ -189,13 +201,15 @@ def search_slice(
     # Masks are upsampled only where they can be on (postprocess.upsample_crop), and overlaps
     # are resolved in those windows: nothing here costs a full slice per instance.
     cands: list[tuple[float, str, tuple | None]] = []
+    cut: float | None = None
     for phrase in phrases:
         det = adapter.detect(embedding, texts.get(phrase), boxes, labels)
+        cut = float(det.min_score) if cut is None else max(cut, float(det.min_score))
         for i in np.flatnonzero(det.scores > floor):
             hit = upsample_crop(det.masks[i].astype(np.float32), shape, _threshold(det))
             cands.append((float(det.scores[i]), phrase, hit))
     out = np.zeros(shape, np.int32)
-    result = SliceResult(out)
+    result = SliceResult(out, min_score=cut)
     if not cands:
         return result
     scores = np.array([c[0] for c in cands], np.float64)
