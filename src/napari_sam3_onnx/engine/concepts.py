@@ -13,7 +13,7 @@ resizes of the low-res maps, thresholded by their kind.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -244,42 +244,3 @@ def search_slice(
         )
         next_id += 1
     return result
-
-
-def search_stack(
-    search_one: Callable[[tuple[int, ...], int], SliceResult],
-    indices: Sequence[tuple[int, ...]],
-    first_id: int = 1,
-    progress: Callable[[int, int], None] | None = None,
-    cancelled: Callable[[], bool] | None = None,
-) -> list[tuple[tuple[int, ...], SliceResult]]:
-    """Run :func:`search_slice` over many slices with unique ids, progress and cancel.
-
-    Parameters
-    ----------
-    search_one : callable
-        ``(index, first_id) -> SliceResult`` for one slice (it embeds through the shared cache
-        and calls :func:`search_slice`).
-    indices : Sequence[tuple[int, ...]]
-        The slices, in order.
-    progress : callable, optional
-        Called with ``(done, total)`` after each slice.
-    cancelled : callable, optional
-        Checked before each slice; when it returns True the finished slices are returned.
-
-    Returns
-    -------
-    list of (index, SliceResult)
-        One entry per finished slice; ids never repeat across slices.
-    """
-    done: list[tuple[tuple[int, ...], SliceResult]] = []
-    next_id = first_id
-    for n, index in enumerate(indices):
-        if cancelled is not None and cancelled():
-            break
-        res = search_one(tuple(index), next_id)
-        next_id += len(res.instances)
-        done.append((tuple(index), res))
-        if progress is not None:
-            progress(n + 1, len(indices))
-    return done
