@@ -15,10 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from napari_sam3_onnx.engine.concepts import TextCache, search_slice, search_stack
+from napari_sam3_onnx import api
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt, segment
-from napari_sam3_onnx.engine.propagate_stack import propagate_stack
 from napari_sam3_onnx.engine.propagation_types import Seed
 from napari_sam3_onnx.models.base import Capability
 
@@ -66,26 +65,40 @@ def click_engine(bundle: Bundle, stack: Stack, emb, reps: int) -> Row | None:
                 session_calls=rec.counts()).judge()
 
 
+class _EncodeCount:
+    """Counts the adapter's encodes while active (the API keeps its encoder to itself)."""
+
+    def __init__(self, adapter) -> None:
+        self.adapter, self.calls = adapter, 0
+
+    def __enter__(self) -> _EncodeCount:
+        inner = self.adapter.encode
+
+        def counted(rgb):
+            self.calls += 1
+            return inner(rgb)
+
+        self.adapter.encode = counted
+        return self
+
+    def __exit__(self, *exc) -> None:
+        del self.adapter.encode  # the class's method again
+
+
 def text_stack(bundle: Bundle, stack: Stack, n: int, reps: int) -> Row | None:
-    """search_stack over ``n`` planes, cold caches (one concept), over its ONNX calls replayed:
-    ``n`` x (encode + detect) and the one language-encoder run."""
-    probe = bundle.texts()
-    if probe is None:
+    """api.iter_search_text over ``n`` planes, cold caches (one concept), over its ONNX calls
+    replayed: ``n`` x (encode + detect) and the one language-encoder run."""
+    if bundle.texts() is None:
         return None
-    adapter, tokenizer = bundle.adapter, probe.tokenizer
-    refs = [SliceRef(stack.data, (z,), window=stack.window, source="bench-text")
-            for z in range(n)]
     state: dict = {}
 
     def plugin() -> None:
-        enc, texts = SliceEncoder(adapter), TextCache(adapter, tokenizer)
-
-        def one(index, first_id):
-            return search_slice(adapter, enc.embed(refs[index[0]]), [CONCEPT], texts,
-                                first_id=first_id, index=index)
-
-        done = search_stack(one, [(z,) for z in range(n)])
-        state.update(language_calls=texts.calls, encoder_calls=enc.encoder_calls,
+        headless = api.Bundle(bundle.adapter, bundle.folder)  # a fresh language cache
+        encodes = _EncodeCount(bundle.adapter)
+        with encodes:
+            done = list(api.iter_search_text(headless, stack.data[:n], [CONCEPT],
+                                             window=stack.window))
+        state.update(language_calls=headless.texts.calls, encoder_calls=encodes.calls,
                      instances=sum(len(r.instances) for _, r in done))
 
     plugin()
@@ -102,12 +115,12 @@ def text_stack(bundle: Bundle, stack: Stack, n: int, reps: int) -> Row | None:
 def _propagate(bundle: Bundle, stack: Stack, n: int) -> tuple[np.ndarray, object]:
     seed = n // 2
     seeds = {1: Seed.clicks(seed, [stack.centre(seed)])}
-    return propagate_stack(bundle.adapter, stack.data[:n], seeds, window=stack.window,
-                           stop_after_absent=None, return_result=True)
+    return api.propagate(api.Bundle(bundle.adapter, bundle.folder), stack.data[:n], seeds,
+                         window=stack.window, stop_after_absent=None)
 
 
 def propagation(bundle: Bundle, stack: Stack, n: int, reps: int) -> Row | None:
-    """propagate_stack over ``n`` planes from a click in the middle, both ways, cold cache, over
+    """api.propagate over ``n`` planes from a click in the middle, both ways, cold cache, over
     its ONNX calls replayed (``n`` encodes + decoder / memory steps)."""
     if not bundle.adapter.has(Capability.CLICKS):
         return None

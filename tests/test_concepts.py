@@ -5,12 +5,12 @@ import gzip
 import numpy as np
 import pytest
 
+from napari_sam3_onnx import api
 from napari_sam3_onnx.engine.concepts import (
     Exemplars,
     TextCache,
     parse_concepts,
     search_slice,
-    search_stack,
 )
 from napari_sam3_onnx.engine.tokenizer import ClipTokenizer
 from napari_sam3_onnx.models.base import (
@@ -36,6 +36,14 @@ class PlantedDetector(SamAdapter):
         self.planted = planted  # phrase -> list of (score, (x0, y0, x1, y1) normalised)
         self.text_calls = []
         self.detect_calls = []
+
+    @property
+    def context_length(self):
+        return 32
+
+    def encode(self, rgb):
+        self.encodes = getattr(self, "encodes", 0) + 1
+        return Embedding({}, (8, 8), rgb.shape[:2])
 
     def encode_text(self, token_ids):
         self.text_calls.append(list(token_ids))
@@ -101,31 +109,42 @@ def test_min_area_drops_small_instances(tokenizer):
     assert [i.id for i in res.instances] == [1] and res.instances[0].area > 40
 
 
-def test_language_encoder_runs_once_per_phrase_over_a_stack(tokenizer):
+def test_language_encoder_runs_once_per_phrase_over_a_stack(tokenizer, tmp_path):
     det = PlantedDetector({"nucleus": [(0.9, (0.0, 0.0, 0.2, 0.3))]})
-    texts = TextCache(det, tokenizer)
-
-    def one(index, first_id):
-        return search_slice(det, EMB, ["nucleus"], texts, first_id=first_id, index=index)
-
+    bundle = api.Bundle(det, tmp_path)  # the tokenizer fixture wrote its vocabulary there
     seen = []
-    out = search_stack(one, [(z,) for z in range(10)], progress=lambda d, t: seen.append((d, t)))
-    assert texts.calls == 1 and len(det.text_calls) == 1 and len(det.detect_calls) == 10
+    out = list(api.iter_search_text(bundle, np.zeros((10, *SHAPE), np.uint8), ["nucleus"],
+                                    progress=lambda d, t: seen.append((d, t))))
+    assert bundle.texts.calls == 1 and len(det.text_calls) == 1 and len(det.detect_calls) == 10
+    assert [idx for idx, _ in out] == [(z,) for z in range(10)] and det.encodes == 10
     assert [r.instances[0].id for _, r in out] == list(range(1, 11))
     assert seen[-1] == (10, 10)
 
 
-def test_cancel_keeps_finished_slices(tokenizer):
+def test_cancel_keeps_finished_slices(tokenizer, tmp_path):
     det = PlantedDetector({"nucleus": [(0.9, (0.0, 0.0, 0.2, 0.3))]})
-    texts = TextCache(det, tokenizer)
-    calls = []
+    bundle = api.Bundle(det, tmp_path)
+    out = list(api.iter_search_text(bundle, np.zeros((10, *SHAPE), np.uint8), ["nucleus"],
+                                    cancelled=lambda: len(det.detect_calls) >= 4))
+    assert [idx for idx, _ in out] == [(0,), (1,), (2,), (3,)] and det.encodes == 4
 
-    def one(index, first_id):
-        calls.append(index)
-        return search_slice(det, EMB, ["nucleus"], texts, first_id=first_id, index=index)
 
-    out = search_stack(one, [(z,) for z in range(10)], cancelled=lambda: len(calls) >= 4)
-    assert [idx for idx, _ in out] == [(0,), (1,), (2,), (3,)]
+class CutDetector(PlantedDetector):
+    """A graph that applies its own score cut (as wkentaro's exports do at 0.5)."""
+
+    def detect(self, embedding, text, boxes_cxcywh=None, box_labels=None):
+        det = super().detect(embedding, text, boxes_cxcywh, box_labels)
+        keep = det.scores > 0.6
+        return Detections(det.scores[keep], det.boxes[keep], det.masks[keep], "logits", 0.6)
+
+
+def test_results_carry_the_graphs_own_score_cut(tokenizer):
+    planted = {"nucleus": [(0.9, (0.0, 0.0, 0.2, 0.3)), (0.55, (0.5, 0.5, 0.7, 0.9))]}
+    raw, cut = PlantedDetector(planted), CutDetector(planted)
+    low = search_slice(raw, EMB, ["nucleus"], TextCache(raw, tokenizer), floor=0.3)
+    assert low.min_score == 0.0 and len(low.instances) == 2
+    high = search_slice(cut, EMB, ["nucleus", "cell"], TextCache(cut, tokenizer), floor=0.3)
+    assert high.min_score == 0.6 and [i.score for i in high.instances] == [pytest.approx(0.9)]
 
 
 def test_exemplars_become_cxcywh_with_labels(tokenizer):

@@ -187,7 +187,7 @@ def test_interior_point_on_the_bounding_box_equals_the_whole_slice():
 
 
 def test_label_writer_single_object_writes_only_free_pixels():
-    from napari_sam3_onnx.engine.propagate_stack import LabelWriter
+    from napari_sam3_onnx.engine.propagation_labels import LabelWriter
     from napari_sam3_onnx.engine.track_steps import SliceOutput
 
     labels = np.zeros((2, 6, 7), np.int32)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from napari_sam3_onnx._napari.prompts import ObjectPrompt, group_objects, with_feedback
-from napari_sam3_onnx._napari.workers import SingleFlight, neighbours
+from napari_sam3_onnx._napari.workers import neighbours
 from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt
 
@@ -43,28 +41,6 @@ def test_feedback_only_when_the_new_prompt_extends_the_old():
     assert with_feedback(same, previous).mask_logits is None
     other_box = ObjectPrompt((0, 0, 5, 5), Prompt.clicks([[1, 1], [2, 2]], [1, 0]))
     assert with_feedback(other_box, previous).mask_logits is None
-
-
-def test_single_flight_serialises_one_key_only():
-    flight, order = SingleFlight(), []
-    inside = threading.Event()
-
-    def hold(key, tag):
-        with flight.hold(key):
-            order.append(tag)
-            inside.set()
-            threading.Event().wait(0.05)
-
-    t = threading.Thread(target=hold, args=("a", 1))
-    t.start()
-    inside.wait(1)
-    with flight.hold("b"):  # another key is not blocked
-        order.append(2)
-    with flight.hold("a"):  # the same key waits for the first holder
-        order.append(3)
-    t.join()
-    assert order == [1, 2, 3]
-    assert flight._locks == {}
 
 
 def test_neighbours_along_the_last_leading_axis():

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from napari_sam3_onnx import api
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
-from napari_sam3_onnx.engine.propagate_stack import propagate_stack
 from napari_sam3_onnx.engine.propagation import Seed, propagate
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.bundle import open_bundle
@@ -19,11 +19,20 @@ BLOB_B = (50.0, 80.0, -0.5, -3.0, 5, range(0, Z))
 
 
 @pytest.fixture(scope="module")
-def bundles(tmp_path_factory, hf_bundle):
+def folders(tmp_path_factory, hf_bundle):
     root = tmp_path_factory.mktemp("propagation")
-    return {"pagarcia": open_bundle(build_pagarcia(root / "pagarcia")),
-            "jax": open_bundle(build_jax_video(root / "jax")),
-            "hf": open_bundle(hf_bundle)}
+    return {"pagarcia": build_pagarcia(root / "pagarcia"), "jax": build_jax_video(root / "jax"),
+            "hf": hf_bundle}
+
+
+@pytest.fixture(scope="module")
+def bundles(folders):
+    return {name: open_bundle(folder) for name, folder in folders.items()}
+
+
+def api_bundle(bundles, folders, name):
+    """The headless API's bundle around the same adapter (its sessions are shared)."""
+    return api.Bundle(bundles[name], folders[name])
 
 
 def centre(blob, z):
@@ -175,13 +184,13 @@ def test_mask_seed(bundles, name):
         assert iou(track.mask(z), truth(BLOB_A, z)) > 0.7, z
 
 
-def test_two_d_data_and_bad_seeds_are_refused(bundles):
+def test_two_d_data_and_bad_seeds_are_refused(bundles, folders):
     adapter = bundles["pagarcia"]
     plane = scene(BLOB_A)[0]
     with pytest.raises(PromptError, match="2-D"):
         propagate(adapter, SliceEncoder(adapter), [SliceRef(plane, ())], {1: seed_on(BLOB_A, 0)})
     with pytest.raises(PromptError, match="2-D"):
-        propagate_stack(adapter, plane, {1: seed_on(BLOB_A, 0)})
+        api.propagate(api_bundle(bundles, folders, "pagarcia"), plane, {1: seed_on(BLOB_A, 0)})
     with pytest.raises(PromptError, match="at least one object"):
         run(adapter, scene(BLOB_A), {})
     with pytest.raises(PromptError, match="shape"):
@@ -189,12 +198,12 @@ def test_two_d_data_and_bad_seeds_are_refused(bundles):
 
 
 @pytest.mark.parametrize("name", ["pagarcia", "hf"])
-def test_propagate_stack_labels_along_a_chosen_axis(bundles, name):
+def test_api_propagate_labels_along_a_chosen_axis(bundles, folders, name):
     stack = scene(BLOB_A, BLOB_B)
     tz = np.stack([np.zeros_like(stack), stack])  # (T=2, Z, rows, cols); objects at t = 1
     seeds = {5: seed_on(BLOB_A, 3), 9: seed_on(BLOB_B, 9)}
-    labels, res = propagate_stack(bundles[name], tz, seeds, axis=1, fixed=(1,),
-                                  return_result=True)
+    bundle = api_bundle(bundles, folders, name)
+    labels, res = api.propagate(bundle, tz, seeds, axis=1, fixed=(1,))
     assert labels.shape == (Z, *SHAPE) and labels.dtype == np.int32
     assert set(np.unique(labels)) == {0, 5, 9}
     for z in range(Z):
@@ -202,7 +211,7 @@ def test_propagate_stack_labels_along_a_chosen_axis(bundles, name):
         assert iou(labels[z] == 9, truth(BLOB_B, z)) > 0.7
     assert all(not t.outputs for t in res.objects.values())  # the labels hold the result
     with pytest.raises(PromptError, match="positive"):
-        propagate_stack(bundles[name], stack, {0: seed_on(BLOB_A, 3)})
+        api.propagate(bundle, stack, {0: seed_on(BLOB_A, 3)})
 
 
 def test_a_long_stack_holds_a_bounded_bank(bundles):

@@ -55,6 +55,7 @@ def test_each_planted_instance_is_found_exactly_once(toy):
     res = search_tiled(adapter, enc.embed, ref, ["nucleus"], texts, TileSettings(), first_id=5,
                        index=(2,), progress=lambda n, t: done.append((n, t)))
     assert enc.encoder_calls == 1 + 5 * 8 and done[-1] == (40, 40)
+    assert whole.min_score == res.min_score == 0.5  # the graph's own cut, whole or tiled
     assert [i.id for i in res.instances] == list(range(5, 5 + len(CELLS)))
     seen = set()
     for r, c in CELLS:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from napari.layers import Image, Labels
 from qtpy.QtCore import QObject, Signal
 
-from ..engine.encoding import SliceEncoder, SliceRef
+from ..engine.encoding import SliceRef
 from ..engine.interactive import Prompt
 from ..engine.propagation import propagate
 from ..engine.propagation_types import Direction, PropagationResult, Seed
@@ -111,31 +111,6 @@ class LastRun:
             self.spec, self.slices = None, {}
 
 
-class LockedEncoder:
-    """A :class:`SliceEncoder` whose encodes take the click session's per-slice locks.
-
-    So a slice the click preview is encoding right now is waited for, not encoded twice.
-    """
-
-    def __init__(self, encoder: SliceEncoder, locks: workers.SingleFlight | None) -> None:
-        self.encoder, self.locks = encoder, locks
-
-    @property
-    def encoder_calls(self) -> int:
-        """Encodes done by the wrapped encoder (all users of it)."""
-        return self.encoder.encoder_calls
-
-    def embed(self, ref: SliceRef):
-        """The slice's embedding (cached, or encoded once under its lock)."""
-        if self.locks is None:
-            return self.encoder.embed(ref)
-        with self.locks.hold(self.encoder.key(ref)):
-            return self.encoder.embed(ref)
-
-    def __getattr__(self, name: str):
-        return getattr(self.encoder, name)
-
-
 def slice_refs(spec: RunSpec, data_version: Hashable) -> list[SliceRef]:
     """One reference per position along the walked axis (keys shared with the click cache)."""
     n = layers.plane_shape(spec.image)[spec.axis]
@@ -197,10 +172,9 @@ class PropagationRunner(QObject):
             on_result=self._on_result, on_error=self._on_error, on_finish=self._on_finish)
 
     def start_for(self, session, adapter: SamAdapter, spec: RunSpec) -> None:
-        """Start ``spec`` on the click session's encoder, cache keys and per-slice locks."""
+        """Start ``spec`` on the click session's encoder (its cache is single-flight per plane)."""
         version = session.data_version(spec.image)
-        encoder = LockedEncoder(session.encoder, session.encode_locks)
-        self.start(spec, adapter, encoder, slice_refs(spec, version))
+        self.start(spec, adapter, session.encoder, slice_refs(spec, version))
 
     # ---- Qt thread -------------------------------------------------------------------
     def _on_slice(self, k: int, outputs: dict) -> None:

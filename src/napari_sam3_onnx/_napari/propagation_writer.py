@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping
 import numpy as np
 from napari.layers import Labels
 
-from ..engine.propagate_stack import LabelWriter
+from ..engine.propagation_labels import LabelWriter
 from ..engine.track_steps import SliceOutput
 
 
@@ -31,7 +31,7 @@ def owner_plane(outputs: Mapping[int, SliceOutput], shape: tuple[int, int]) -> n
     """``(rows, cols)`` int32 plane of object ids (0: none) for one slice's outputs.
 
     Where several objects claim a pixel it goes to the highest upsampled logit (the engine's
-    :class:`~napari_sam3_onnx.engine.propagate_stack.LabelWriter` rule).
+    :class:`~napari_sam3_onnx.engine.propagation_labels.LabelWriter` rule).
     """
     plane = np.zeros((1, *shape), np.int32)
     LabelWriter(plane)(0, outputs)

@@ -52,7 +52,6 @@ class ClickSession:
         self.overwrite = self.prefetch = False
         self.view = fov.ViewMode()  # whole plane, field of view or tiles
         self.messages: list[str] = []
-        self._locks = workers.SingleFlight()
         self._versions: dict = {}
         self._last: dict[tuple, tuple[Prompt, ObjectMask]] = {}
         self._shown: tuple[int, ...] | None = None
@@ -153,7 +152,7 @@ class ClickSession:
             self.busy(True, f"Encoding {layers.index_label(lay.image, index)} of "
                             f"'{lay.image.name}' (once per plane)...")
         self._running += 1
-        workers.start(workers.run_job, encoder, job, self._locks, self.texts,
+        workers.start(workers.run_job, encoder, job, self.texts,
                       on_result=self._apply, on_error=self._failed,
                       on_finish=lambda: self._finished(encoding))
 
@@ -191,11 +190,6 @@ class ClickSession:
                 self.busy(False, "Plane encoded: further prompts on it are answered at once.")
 
     # ---- what the Text and Propagate tabs share --------------------------------------
-    @property
-    def encode_locks(self) -> workers.SingleFlight:
-        """Per-plane locks: a plane is never encoded twice at once, whichever tab asks."""
-        return self._locks
-
     def data_version(self, image: Image) -> int:
         """Counter bumped whenever ``image``'s data changes (it is part of the cache key)."""
         return self._versions.get(image.unique_id, 0)
@@ -222,7 +216,7 @@ class ClickSession:
         """Encode the planes before and after the current one, in the background."""
         refs = workers.neighbours(ref, layers.plane_shape(self.layers.image))
         if refs and self.encoder is not None:
-            workers.start(workers.prefetch, self.encoder, refs, self._locks,
+            workers.start(workers.prefetch, self.encoder, refs,
                           on_result=lambda _n: None, on_error=self._failed)
 
     # ---- actions ---------------------------------------------------------------------

@@ -226,7 +226,7 @@ class TextPanel(QWidget):
         output = TextOutput(self.viewer, image, self.target.currentData(), concepts)
         run = TextRun(encoder, self.texts, [layers.slice_ref(image, i, version) for i in indices],
                       concepts, self.floor.value, exemplars, self.min_size.value(),
-                      self.fill_holes.isChecked(), output.first_id, session.encode_locks)
+                      self.fill_holes.isChecked(), output.first_id)
         self._start(run, output)
 
     def _start(self, run: TextRun, output: TextOutput) -> None:

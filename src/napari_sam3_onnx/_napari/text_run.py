@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 from ..engine.concepts import VISUAL, Exemplars, SliceResult, TextCache, search_slice
 from ..engine.encoding import SliceEncoder, SliceRef
-from .workers import SingleFlight
 
 
 @dataclass(frozen=True)
@@ -45,8 +44,6 @@ class TextRun:
         Fill holes inside each instance.
     first_id : int
         The first instance id; ids then count up across planes and concepts.
-    locks : SingleFlight, optional
-        Shared with the click session so a plane is never encoded twice at once.
     """
 
     encoder: SliceEncoder
@@ -58,7 +55,6 @@ class TextRun:
     min_area: int = 0
     fill_holes: bool = False
     first_id: int = 1
-    locks: SingleFlight | None = None
 
 
 @dataclass(frozen=True)
@@ -84,23 +80,6 @@ class SliceDone:
     min_score: float | None
 
 
-class ScoreWatch:
-    """Forwards to an adapter and remembers the ``min_score`` of the detections it returns."""
-
-    def __init__(self, adapter) -> None:
-        self.adapter = adapter
-        self.min_score: float | None = None
-
-    def __getattr__(self, name: str):
-        return getattr(self.adapter, name)
-
-    def detect(self, *args, **kwargs):
-        """The adapter's :meth:`~napari_sam3_onnx.models.base.SamAdapter.detect`."""
-        det = self.adapter.detect(*args, **kwargs)
-        self.min_score = float(det.min_score)
-        return det
-
-
 def iter_run(run: TextRun, cancel: threading.Event | None = None) -> Iterator[SliceDone]:
     """Search the run's planes one by one; stops before the next plane once ``cancel`` is set.
 
@@ -108,7 +87,6 @@ def iter_run(run: TextRun, cancel: threading.Event | None = None) -> Iterator[Sl
     tab has already shown), then each plane is embedded (from the cache when possible) and
     searched. Yields one :class:`SliceDone` per plane.
     """
-    watch = ScoreWatch(run.encoder.adapter)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         for phrase in run.concepts or [VISUAL]:
@@ -118,19 +96,14 @@ def iter_run(run: TextRun, cancel: threading.Event | None = None) -> Iterator[Sl
     for n, ref in enumerate(run.refs):
         if cancel is not None and cancel.is_set():
             return
-        key = run.encoder.key(ref)
-        if run.locks is not None:
-            with run.locks.hold(key):
-                embedding = run.encoder.embed(ref)
-        else:
-            embedding = run.encoder.embed(ref)
+        embedding = run.encoder.embed(ref)  # single-flight: another tab's encode is waited for
         result = search_slice(
-            watch, embedding, list(run.concepts), run.texts, floor=run.floor,
+            run.encoder.adapter, embedding, list(run.concepts), run.texts, floor=run.floor,
             exemplars=run.exemplars.get(tuple(ref.index)), min_area=run.min_area,
             fill_holes=run.fill_holes, first_id=next_id, index=tuple(ref.index),
         )
         next_id += len(result.instances)
-        yield SliceDone(tuple(ref.index), result, n + 1, total, watch.min_score)
+        yield SliceDone(tuple(ref.index), result, n + 1, total, result.min_score)
 
 
 class RunControl:

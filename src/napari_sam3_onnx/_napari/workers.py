@@ -8,9 +8,7 @@ generation it was started for; the caller drops results whose generation is no l
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Hashable, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from napari.qt.threading import create_worker
@@ -24,29 +22,6 @@ from ..engine.tiling import TileSettings
 from ..models.errors import PromptError, Sam3OnnxError
 
 log = logging.getLogger(__name__)
-
-
-class SingleFlight:
-    """One lock per key, so two jobs on the same plane encode it once, not twice."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[Hashable, list] = {}
-
-    @contextmanager
-    def hold(self, key: Hashable):
-        """Hold the lock of ``key`` (others asking for the same key wait)."""
-        with self._guard:
-            entry = self._locks.setdefault(key, [threading.Lock(), 0])
-            entry[1] += 1
-        try:
-            with entry[0]:
-                yield
-        finally:
-            with self._guard:
-                entry[1] -= 1
-                if entry[1] == 0:
-                    self._locks.pop(key, None)
 
 
 @dataclass(frozen=True)
@@ -91,18 +66,13 @@ class JobResult:
     problems: list[str] = field(default_factory=list)
 
 
-def run_job(
-    encoder: SliceEncoder, job: Job, locks: SingleFlight, texts: TextCache | None = None
-) -> JobResult:
+def run_job(encoder: SliceEncoder, job: Job, texts: TextCache | None = None) -> JobResult:
     """Embed the job's plane, view or tiles (from the cache when possible); segment each object.
 
-    ``texts`` lets a detector-only bundle answer boxes (SAM 3's "visual" exemplar path).
+    ``texts`` lets a detector-only bundle answer boxes (SAM 3's "visual" exemplar path). The
+    encoder's cache is single-flight per plane: a plane another tab is encoding is waited for.
     """
-
-    def embed(ref: SliceRef):
-        with locks.hold(encoder.key(ref)):
-            return encoder.embed(ref)
-
+    embed = encoder.embed
     if job.tiling is None and job.ref.region is None:  # the whole plane, encoded up front
         embedding = embed(job.ref)
 
@@ -131,14 +101,13 @@ def will_encode(encoder: SliceEncoder, job: Job) -> bool:
     return any(encoder.key(r) not in encoder.cache for r in refs)
 
 
-def prefetch(encoder: SliceEncoder, refs: Sequence[SliceRef], locks: SingleFlight) -> int:
+def prefetch(encoder: SliceEncoder, refs: Sequence[SliceRef]) -> int:
     """Encode planes that are not cached yet (idle pre-encoding); returns how many were new."""
     done = 0
     for ref in refs:
-        with locks.hold(encoder.key(ref)):
-            if encoder.key(ref) not in encoder.cache:
-                encoder.embed(ref)
-                done += 1
+        if encoder.key(ref) not in encoder.cache:
+            encoder.embed(ref)  # waits, without encoding again, if another job has the plane
+            done += 1
     return done
 
 

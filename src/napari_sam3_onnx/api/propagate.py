@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.cache import EmbeddingCache
-from ..engine.propagate_stack import LabelWriter, refs_along_axis
 from ..engine.propagation import STACK_NEEDED
 from ..engine.propagation import propagate as _propagate
+from ..engine.propagation_labels import LabelWriter, refs_along_axis
 from ..engine.propagation_types import Direction, PropagationResult, Seed
 from ..engine.store import EmbeddingStore
 from ..models.errors import PromptError

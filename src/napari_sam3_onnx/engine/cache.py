@@ -3,6 +3,12 @@
 Encoding is the expensive step (seconds per slice on a CPU); every later prompt on a slice must
 reuse the embedding. The key names everything that changes what the model saw: the layer, its
 data version, the slice index, the contrast window and the model.
+
+The cache is single-flight per key: while one thread computes a key, every other thread asking
+for that key waits for its result instead of encoding the plane again; different keys compute
+concurrently. If the computation fails, its caller gets the exception and the waiters try again
+themselves (one of them computes, the others wait on it), so nobody gets an error from someone
+else's run and a transient failure (a cancelled or out-of-memory encode) costs no result.
 """
 
 from __future__ import annotations
@@ -46,10 +52,19 @@ class SliceKey:
     region: tuple | None = None
 
 
+class _Flight:
+    """One computation in progress; waiters block on ``done``."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: Embedding | None = None
+
+
 class EmbeddingCache:
     """LRU cache of :class:`~napari_sam3_onnx.models.base.Embedding` bounded by bytes.
 
-    Thread-safe: the widget encodes in worker threads and prompts on the Qt thread.
+    Thread-safe and single-flight per key (:meth:`get_or_compute`): the widget encodes in worker
+    threads and prompts on the Qt thread, and two tabs asking for one plane encode it once.
 
     Parameters
     ----------
@@ -63,6 +78,7 @@ class EmbeddingCache:
         self._items: OrderedDict[SliceKey, Embedding] = OrderedDict()
         self._bytes = 0
         self._lock = threading.RLock()
+        self._flights: dict[SliceKey, _Flight] = {}
         self.hits = 0
         self.misses = 0
 
@@ -111,15 +127,50 @@ class EmbeddingCache:
             self._evict()
 
     def get_or_compute(self, key: SliceKey, compute: Callable[[], Embedding]) -> Embedding:
-        """Return the cached embedding or compute, store and return it.
+        """Return the cached embedding or compute, store and return it, once per key.
 
-        The computation runs outside the lock, so a slow encode never blocks other readers.
+        The computation runs outside the lock, so a slow encode never blocks readers of other
+        keys; a second caller of the same key waits for the first one's result (and counts as
+        a hit). When ``compute`` raises, the exception goes to its caller only; callers that
+        were waiting for it compute again themselves.
         """
-        emb = self.get(key)
-        if emb is None:
+        while True:
+            with self._lock:
+                emb = self._items.get(key)
+                if emb is not None:
+                    self._items.move_to_end(key)
+                    self.hits += 1
+                    return emb
+                flight = self._flights.get(key)
+                mine = flight is None
+                if mine:
+                    flight = self._flights[key] = _Flight()
+                    self.misses += 1
+            if mine:
+                return self._fly(key, flight, compute)
+            flight.done.wait()
+            if flight.result is not None:
+                with self._lock:
+                    self.hits += 1
+                return flight.result
+            # the computation failed: try again (this caller may compute it itself)
+
+    def computing(self, key: SliceKey) -> bool:
+        """Whether some thread is computing ``key`` right now."""
+        with self._lock:
+            return key in self._flights
+
+    def _fly(self, key: SliceKey, flight: _Flight, compute: Callable[[], Embedding]) -> Embedding:
+        try:
             emb = compute()
-            self.put(key, emb)
-        return emb
+            with self._lock:
+                self.put(key, emb)
+                flight.result = emb
+            return emb
+        finally:
+            with self._lock:
+                self._flights.pop(key, None)
+            flight.done.set()
 
     def drop(self, predicate: Callable[[SliceKey], bool]) -> int:
         """Remove every entry whose key satisfies ``predicate``; returns how many."""

@@ -13,7 +13,7 @@ resizes of the low-res maps, thresholded by their kind.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -120,10 +120,22 @@ class Instance:
 
 @dataclass
 class SliceResult:
-    """Labels of one slice and its instances."""
+    """Labels of one slice and its instances.
+
+    Attributes
+    ----------
+    labels : numpy.ndarray
+        ``(rows, cols)`` int32 instance ids (0 = background).
+    instances : list of Instance
+        One per id.
+    min_score : float or None
+        The score cut the detector's graph applied itself (``Detections.min_score``; 0.0 for
+        raw heads): floors below it cannot find more. None when no detection ran.
+    """
 
     labels: np.ndarray
     instances: list[Instance] = field(default_factory=list)
+    min_score: float | None = None
 
 
 def _threshold(det: Detections) -> float:
@@ -189,13 +201,15 @@ def search_slice(
     # Masks are upsampled only where they can be on (postprocess.upsample_crop), and overlaps
     # are resolved in those windows: nothing here costs a full slice per instance.
     cands: list[tuple[float, str, tuple | None]] = []
+    cut: float | None = None
     for phrase in phrases:
         det = adapter.detect(embedding, texts.get(phrase), boxes, labels)
+        cut = float(det.min_score) if cut is None else max(cut, float(det.min_score))
         for i in np.flatnonzero(det.scores > floor):
             hit = upsample_crop(det.masks[i].astype(np.float32), shape, _threshold(det))
             cands.append((float(det.scores[i]), phrase, hit))
     out = np.zeros(shape, np.int32)
-    result = SliceResult(out)
+    result = SliceResult(out, min_score=cut)
     if not cands:
         return result
     scores = np.array([c[0] for c in cands], np.float64)
@@ -230,42 +244,3 @@ def search_slice(
         )
         next_id += 1
     return result
-
-
-def search_stack(
-    search_one: Callable[[tuple[int, ...], int], SliceResult],
-    indices: Sequence[tuple[int, ...]],
-    first_id: int = 1,
-    progress: Callable[[int, int], None] | None = None,
-    cancelled: Callable[[], bool] | None = None,
-) -> list[tuple[tuple[int, ...], SliceResult]]:
-    """Run :func:`search_slice` over many slices with unique ids, progress and cancel.
-
-    Parameters
-    ----------
-    search_one : callable
-        ``(index, first_id) -> SliceResult`` for one slice (it embeds through the shared cache
-        and calls :func:`search_slice`).
-    indices : Sequence[tuple[int, ...]]
-        The slices, in order.
-    progress : callable, optional
-        Called with ``(done, total)`` after each slice.
-    cancelled : callable, optional
-        Checked before each slice; when it returns True the finished slices are returned.
-
-    Returns
-    -------
-    list of (index, SliceResult)
-        One entry per finished slice; ids never repeat across slices.
-    """
-    done: list[tuple[tuple[int, ...], SliceResult]] = []
-    next_id = first_id
-    for n, index in enumerate(indices):
-        if cancelled is not None and cancelled():
-            break
-        res = search_one(tuple(index), next_id)
-        next_id += len(res.instances)
-        done.append((tuple(index), res))
-        if progress is not None:
-            progress(n + 1, len(indices))
-    return done

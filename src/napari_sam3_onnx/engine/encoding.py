@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,8 +60,19 @@ class SliceRef:
         return (r1 - r0, c1 - c0)
 
 
+#: ``on_start(ref)`` just before a plane that is not cached is encoded.
+EncodeStart = Callable[[SliceRef], None]
+#: ``on_end(ref, error)`` right after (``error`` None on success).
+EncodeEnd = Callable[[SliceRef, BaseException | None], None]
+
+
 class SliceEncoder:
     """Encodes planes through one adapter and keeps their embeddings in a cache.
+
+    Thread-safe: several threads may ask for planes at once; the cache makes each plane's
+    encode single-flight (a second request for a plane being encoded waits for it). Listeners
+    (:meth:`listen`) hear every encode start and end, in the thread that encodes (a GUI hands
+    them on to its own thread).
 
     Parameters
     ----------
@@ -81,6 +92,26 @@ class SliceEncoder:
         self.model_id = model_id if model_id is not None else id(adapter)
         self.encoder_calls = 0
         self._lock = threading.Lock()
+        self._listeners: list[tuple[EncodeStart | None, EncodeEnd | None]] = []
+
+    def listen(
+        self, on_start: EncodeStart | None = None, on_end: EncodeEnd | None = None
+    ) -> Callable[[], None]:
+        """Call ``on_start(ref)`` / ``on_end(ref, error)`` around every encode of a plane.
+
+        Only planes that are not cached are reported (for a store-backed encoder, a store read
+        as well as an encode). Returns a function that removes these listeners.
+        """
+        pair = (on_start, on_end)
+        with self._lock:
+            self._listeners.append(pair)
+
+        def remove() -> None:
+            with self._lock:
+                if pair in self._listeners:
+                    self._listeners.remove(pair)
+
+        return remove
 
     def key(self, ref: SliceRef) -> SliceKey:
         """The cache key of a plane."""
@@ -100,11 +131,29 @@ class SliceEncoder:
 
     def embed(self, ref: SliceRef) -> Embedding:
         """The plane's embedding, encoding it only if it is not cached."""
-        return self.cache.get_or_compute(self.key(ref), lambda: self._encode(ref))
+        return self.cache.get_or_compute(self.key(ref), lambda: self._reported(ref))
 
     def embed_many(self, refs: Sequence[SliceRef]) -> list[Embedding]:
         """Embeddings of several planes, in order (cached ones are not re-encoded)."""
         return [self.embed(r) for r in refs]
+
+    def _reported(self, ref: SliceRef) -> Embedding:
+        """:meth:`_encode` with the listeners told before and after."""
+        with self._lock:
+            listeners = list(self._listeners)
+        for on_start, _ in listeners:
+            if on_start is not None:
+                on_start(ref)
+        error: BaseException | None = None
+        try:
+            return self._encode(ref)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            for _, on_end in listeners:
+                if on_end is not None:
+                    on_end(ref, error)
 
     def _encode(self, ref: SliceRef) -> Embedding:
         rgb = self.rgb(ref)

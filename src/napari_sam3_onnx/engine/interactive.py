@@ -14,13 +14,8 @@ import numpy as np
 from ..models.base import Capability, Embedding, SamAdapter
 from ..models.errors import PromptError
 from . import coords
-from .postprocess import (
-    MASK_INPUT_CLAMP,
-    fill_holes,
-    hole_area_for,
-    logits_to_mask,
-    select_candidate,
-)
+from .decode import Decoded, decode_step, mask_input_for
+from .postprocess import logits_to_mask
 
 
 @dataclass(frozen=True)
@@ -123,6 +118,20 @@ def prepare_prompt(
     return xy.astype(np.float32), labels
 
 
+def decode_prompt(
+    adapter: SamAdapter, embedding: Embedding, prompt: Prompt, hole_area: int | None
+) -> Decoded:
+    """Run the SAM head on one prompt and reduce its answer (:func:`~.decode.decode_step`).
+
+    ``prompt.mask_logits`` (fed-back logits of an earlier answer) become the mask prompt where
+    the decoder takes one.
+    """
+    xy, labels = prepare_prompt(prompt, embedding.image_shape, embedding.input_size)
+    cands = adapter.predict_masks(embedding, xy, labels,
+                                  mask_input_for(adapter, prompt.mask_logits))
+    return decode_step(cands, len(labels), hole_area)  # a box is two points (labels 2 and 3)
+
+
 def segment(
     adapter: SamAdapter,
     embedding: Embedding,
@@ -145,26 +154,13 @@ def segment(
     """
     if not adapter.has(Capability.CLICKS):
         adapter._require(Capability.CLICKS)
-    shape = embedding.image_shape
-    xy, labels = prepare_prompt(prompt, shape, embedding.input_size)
-    mask_input = None
-    if prompt.mask_logits is not None and adapter.accepts_mask_input:
-        mask_input = np.clip(prompt.mask_logits, -MASK_INPUT_CLAMP, MASK_INPUT_CLAMP)
-        mask_input = mask_input.astype(np.float32)
-    cands = adapter.predict_masks(embedding, xy, labels, mask_input)
-    n_points = len(labels)  # a box is two points (labels 2 and 3)
-    k = select_candidate(cands, n_points)
-    low = cands.logits[k].astype(np.float32)
-    if cands.object_score <= 0:
-        low = np.full_like(low, -1024.0)  # SAM's NO_OBJ_SCORE: an absent object has no mask
-    area = hole_area_for(low.shape) if fill_hole_area is None else fill_hole_area
+    step = decode_prompt(adapter, embedding, prompt, fill_hole_area)
     # Holes are filled for display only; the logits fed back as the next mask prompt stay as the
     # decoder returned them, as SAM 3's predictor returns its low-res masks unfilled.
-    shown = fill_holes(low, area)
     return ObjectMask(
-        mask=logits_to_mask(shown, shape),
-        low_res_logits=low,
-        iou=float(cands.iou[k]),
-        object_score=float(cands.object_score),
-        candidate=k,
+        mask=logits_to_mask(step.display_logits, embedding.image_shape),
+        low_res_logits=step.feedback_logits,
+        iou=step.iou,
+        object_score=step.object_score,
+        candidate=step.candidate,
     )

@@ -19,34 +19,31 @@ so the backward pass still sees the forward pass's memories at its start, as ups
 
 Bundles without memory graphs fall back to prompt carry-over (``method="carry-over"``): each
 slice is prompted with the previous slice's mask as a box, a positive click at its most interior
-pixel and, where the decoder accepts one, its logits as a mask prompt.
+pixel and, where the decoder accepts one, the decoder's own logits as a mask prompt.
+
+Both methods run the same pass loop (:class:`_Run`); what differs is the tracker
+(:mod:`.propagation_trackers`): what a seed slice leaves behind, how a tracked slice is decoded,
+and what its bank does when a pass meets a correction or moves on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
-import numpy as np
-
-from ..models.base import Capability, SamAdapter
+from ..models.base import SamAdapter
 from ..models.errors import PromptError
 from .encoding import SliceEncoder, SliceRef
-from .memory_bank import BankSettings, MemoryBank
-from .postprocess import hole_area_for
+from .propagation_trackers import Tracker, memory_score, tracker_for
 from .propagation_types import Direction, ObjectTrack, PropagationResult, Seed, Stop, StopReason
-from .track_steps import (
-    SliceOutput,
-    decode_mask_seed,
-    decode_prompt,
-    mask_prompt,
-    track_with_memory,
-)
+from .track_steps import SliceOutput
 
-__all__ = ["PropagationResult", "Seed", "propagate"]
+__all__ = ["PropagationResult", "Seed", "memory_score", "propagate"]
 NAMES = {1: "forward", -1: "backward"}
 STACK_NEEDED = ("Propagation needs a stack (z or t): this image is 2-D. Open a 3-D (or 4-D) "
                 "image, or segment this slice with clicks instead.")
+#: One pass: ``(sign, first slice, {object: slices where it starts or revives})``.
+Pass = tuple[int, int, dict[int, set[int]]]
 
 
 @dataclass
@@ -107,10 +104,121 @@ def _plan(direction: Direction, conds: dict[int, list[int]]) -> list[tuple[int, 
     return passes
 
 
-def memory_score(out: SliceOutput) -> float:
-    """SAM 3's ``eff_iou_score`` of one object on one slice (memory selection)."""
-    s = out.object_score
-    return (2.0 / (1.0 + np.exp(-s)) - 1.0) * out.iou if s > 0 else 0.0
+def _ahead(starts: dict[int, set[int]], index: int, sign: int) -> bool:
+    """Some object still starts or revives beyond ``index`` in the pass's direction."""
+    return any((i - index) * sign > 0 for w in starts.values() for i in w)
+
+
+def _pending(oid: int, index: int, sign: int, later: list[Pass]) -> list[tuple[int, int]]:
+    """``(slice, sign)`` steps still to run for ``oid``: this pass's next, the later passes'."""
+    return [(index + sign, sign)] + [(b + s2, s2) for s2, _, w in later for b in w.get(oid, ())]
+
+
+@dataclass
+class _Run:
+    """One propagation's shared state: the tracker, the slices, and what is recorded."""
+
+    tracker: Tracker
+    encoder: SliceEncoder
+    refs: dict[int, SliceRef]
+    result: PropagationResult
+    on_slice: Callable[[int, dict[int, SliceOutput]], None] | None
+    keep_outputs: bool
+    limit: int | None
+    cond_out: dict[int, dict[int, SliceOutput]] = field(default_factory=dict)
+
+    def record(self, oid: int, index: int, out: SliceOutput) -> None:
+        """Keep ``out`` in the result (unless the caller only listens to ``on_slice``)."""
+        if self.keep_outputs:
+            self.result.objects[oid].outputs[index] = out
+
+    def emit(self, index: int, outs: dict[int, SliceOutput]) -> None:
+        """Hand one decoded slice's outputs to ``on_slice``."""
+        if self.on_slice is not None:
+            self.on_slice(index, outs)
+
+    def seed_slices(self, objs: dict[int, list[Seed]]) -> None:
+        """Decode every seed slice first (conditioning slices, no memory)."""
+        self.cond_out = {o: {} for o in objs}
+        for index in sorted({s.index for ss in objs.values() for s in ss}):
+            emb = self.encoder.embed(self.refs[index])
+            outs = {}
+            for oid, ss in objs.items():
+                seed = next((s for s in ss if s.index == index), None)
+                if seed is None:
+                    continue
+                out = self.tracker.decode_seed(oid, index, emb, seed)
+                self.cond_out[oid][index] = outs[oid] = out
+                self.record(oid, index, out)
+            self.emit(index, outs)
+
+    def run_pass(self, step: Pass, span: range, later: list[Pass],
+                 cancelled: Callable[[], bool] | None,
+                 tick: Callable[[int], None] | None) -> None:
+        """Walk ``span`` with the pass's objects; ``tick(slices iterated)`` after each slice."""
+        sign, _, starts = step
+        name, live, begun, iterated = NAMES[sign], {}, set(), 0
+        for index in span:
+            if cancelled is not None and cancelled():
+                self.result.cancelled = True
+                self._stop_all(live, name, "cancelled")
+                return
+            self._begin(index, sign, starts, live, begun)
+            if not live and not _ahead(starts, index, sign):
+                break
+            iterated += 1
+            self._track_slice(index, sign, live, later)
+            if tick is not None:
+                tick(iterated)
+        self._stop_all(live, name, "range-end")
+
+    def _stop_all(self, live: dict[int, _Live], name: str, reason: StopReason) -> None:
+        for oid, st in live.items():
+            self.result.objects[oid].stops[name] = Stop(st.last, reason, st.last_present)
+
+    def _begin(self, index: int, sign: int, starts: dict[int, set[int]],
+               live: dict[int, _Live], begun: set[int]) -> None:
+        """Start (or revive) the objects seeded on ``index`` from their seed output."""
+        for oid, where in starts.items():
+            if index in where:
+                if oid in begun:  # a correction met mid-pass
+                    self.tracker.meet_seed(oid, index, sign)
+                begun.add(oid)
+                live[oid] = _live_from(self.cond_out[oid][index], index)
+
+    def _track_slice(self, index: int, sign: int, live: dict[int, _Live],
+                     later: list[Pass]) -> None:
+        """Decode the live objects that are not seeded on ``index`` (one encode for all)."""
+        todo = [o for o in live if index not in self.cond_out[o]]
+        if not todo:
+            return
+        emb = self.encoder.embed(self.refs[index])
+        outs: dict[int, SliceOutput] = {}
+        for oid in todo:
+            if self._track_object(oid, index, sign, emb, live[oid], later, outs):
+                del live[oid]
+        self.result.visited.append((index, sign))
+        self.emit(index, outs)
+
+    def _track_object(self, oid: int, index: int, sign: int, emb, st: _Live,
+                      later: list[Pass], outs: dict[int, SliceOutput]) -> bool:
+        """Decode one object on one slice; True when its pass stops here."""
+        out = self.tracker.track(oid, index, sign, emb, st.prev)
+        reason: StopReason = "absent"
+        if out is not None:
+            outs[oid] = out
+            self.record(oid, index, out)
+            if out.present:
+                st.prev, st.last_present, st.run = out, index, 0
+            else:
+                st.run += 1
+                reason = "absent" if out.object_score <= 0 else "empty-mask"
+        st.last = index
+        self.tracker.moved_on(oid, _pending(oid, index, sign, later))
+        if out is None or (self.limit is not None and st.run >= self.limit):
+            self.result.objects[oid].stops[NAMES[sign]] = Stop(index, reason, st.last_present)
+            return True
+        return False
 
 
 def propagate(
@@ -172,110 +280,22 @@ def propagate(
     lo, hi = index_range if index_range is not None else (min(refs), max(refs) + 1)
     lo, hi = max(int(lo), min(refs)), min(int(hi), max(refs) + 1)
     objs = _seeds(seeds, lo, hi)
-    memory = adapter.has(Capability.MEMORY)
-    settings = BankSettings.from_adapter(adapter) if memory else None
-    click_holes = hole_area_for(adapter.mask_size)
+    tracker = tracker_for(adapter, objs, max(refs) + 1, fill_hole_area)
     calls0 = encoder.encoder_calls
     result = PropagationResult(
-        "memory" if memory else "carry-over",
+        tracker.method,
         {o: ObjectTrack(conditioning=tuple(s.index for s in ss)) for o, ss in objs.items()})
-    banks = {o: MemoryBank(settings, max(refs) + 1) for o in objs} if settings else {}
-    result.banks = banks
-    cond_out: dict[int, dict[int, SliceOutput]] = {o: {} for o in objs}
-
-    def record(oid: int, index: int, out: SliceOutput) -> None:
-        if keep_outputs:
-            result.objects[oid].outputs[index] = out
-
-    for index in sorted({s.index for ss in objs.values() for s in ss}):  # conditioning slices
-        emb = encoder.embed(refs[index])
-        outs = {}
-        for oid, ss in objs.items():
-            seed = next((s for s in ss if s.index == index), None)
-            if seed is None:
-                continue
-            out, mem_logits = (
-                decode_prompt(adapter, emb, seed.prompt, click_holes, memory)
-                if seed.prompt is not None else decode_mask_seed(adapter, emb, seed.mask, memory))
-            if memory:
-                frame = adapter.memory_encode(
-                    emb, mem_logits, out.object_score, True)
-                banks[oid].add(index, frame, out.pointer, conditioning=True,
-                               score=memory_score(out))
-            cond_out[oid][index] = outs[oid] = out
-            record(oid, index, out)
-        if on_slice is not None:
-            on_slice(index, outs)
+    result.banks = tracker.banks
+    limit = stop_after_absent if stop_after_absent and stop_after_absent > 0 else None
+    run = _Run(tracker, encoder, refs, result, on_slice, keep_outputs, limit)
+    run.seed_slices(objs)
 
     plan = _plan(direction, {o: [s.index for s in ss] for o, ss in objs.items()})
     spans = [range(start, hi if sign > 0 else lo - 1, sign) for sign, start, _ in plan]
     total, done = sum(len(r) for r in spans), 0
-    limit = stop_after_absent if stop_after_absent and stop_after_absent > 0 else None
-
-    def track(oid: int, index: int, sign: int, emb, st: _Live) -> SliceOutput | None:
-        if not memory:
-            if st.prev is None:
-                return None
-            logits = st.prev.low_res_logits if adapter.accepts_mask_input else None
-            out, _ = decode_prompt(adapter, emb, mask_prompt(st.prev.mask, logits),
-                                   click_holes, False)
-            return replace(out, conditioning=False, pointer=None)
-        bank = banks[oid]
-        out, mem_logits = track_with_memory(adapter, emb, bank.select(index, sign),
-                                            settings.max_obj_ptrs, fill_hole_area)
-        frame = adapter.memory_encode(emb, mem_logits, out.object_score, False)
-        bank.add(index, frame, out.pointer, conditioning=False, score=memory_score(out))
-        return out
-
-    for p, ((sign, _start, starts), span) in enumerate(zip(plan, spans, strict=True)):
-        name, live, later = NAMES[sign], {}, plan[p + 1:]
-        iterated, begun = 0, set()
-        for index in span:
-            if cancelled is not None and cancelled():
-                result.cancelled = True
-                for oid, st in live.items():
-                    result.objects[oid].stops[name] = Stop(st.last, "cancelled", st.last_present)
-                live = {}
-                break
-            for oid, where in starts.items():
-                if index in where:
-                    if memory and oid in begun:  # a correction met mid-pass
-                        banks[oid].correct_at(index, sign)
-                    begun.add(oid)
-                    live[oid] = _live_from(cond_out[oid][index], index)
-            if not live and not any((i - index) * sign > 0 for w in starts.values() for i in w):
-                break
-            iterated += 1
-            todo = [o for o in live if index not in cond_out[o]]
-            if todo:
-                emb = encoder.embed(refs[index])
-                outs: dict[int, SliceOutput] = {}
-                for oid in todo:
-                    st = live[oid]
-                    out = track(oid, index, sign, emb, st)
-                    reason: StopReason = "absent"
-                    if out is not None:
-                        outs[oid] = out
-                        record(oid, index, out)
-                        if out.present:
-                            st.prev, st.last_present, st.run = out, index, 0
-                        else:
-                            st.run += 1
-                            reason = "absent" if out.object_score <= 0 else "empty-mask"
-                    st.last = index
-                    if memory:
-                        banks[oid].evict([(index + sign, sign)] + [
-                            (b + s2, s2) for s2, _, w in later for b in w.get(oid, ())])
-                    if out is None or (limit is not None and st.run >= limit):
-                        result.objects[oid].stops[name] = Stop(index, reason, st.last_present)
-                        del live[oid]
-                result.visited.append((index, sign))
-                if on_slice is not None:
-                    on_slice(index, outs)
-            if progress is not None:
-                progress(done + iterated, total)
-        for oid, st in live.items():
-            result.objects[oid].stops[name] = Stop(st.last, "range-end", st.last_present)
+    for p, (step, span) in enumerate(zip(plan, spans, strict=True)):
+        tick = None if progress is None else (lambda n, d=done: progress(d + n, total))
+        run.run_pass(step, span, plan[p + 1:], cancelled, tick)
         done += len(span)
         if result.cancelled:
             break

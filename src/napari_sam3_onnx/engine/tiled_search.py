@@ -240,9 +240,14 @@ def search_tiled(
             progress(1, 1)
         return res
     parts: list[Part] = []
+    cuts: list[float] = []
     for tref, emb in iter_tiles(embed, refs, progress, cancelled):
         res = search_slice(adapter, emb, concepts, texts, floor, None, 0, fill_holes, 1, index)
         parts.extend(tile_parts(res, tref.region))  # type: ignore[arg-type]
-    return paint(parts, merge_parts(parts, shape, iou), shape, min_area, fill_holes, first_id,
-                 index)
+        if res.min_score is not None:
+            cuts.append(res.min_score)
+    result = paint(parts, merge_parts(parts, shape, iou), shape, min_area, fill_holes, first_id,
+                   index)
+    result.min_score = max(cuts) if cuts else None  # the graph's own cut, as on a whole plane
+    return result
 

@@ -8,8 +8,9 @@
 * carry-over (bundles without memory graphs): the previous slice's mask becomes a box, a positive
   click at its most interior pixel and, where the decoder takes one, a mask prompt.
 
-Every step returns a :class:`SliceOutput` plus the un-filled low-res logits the memory encoder
-gets (upstream encodes memories before any hole filling).
+Every step returns a :class:`SliceOutput` plus the un-filled logits the memory encoder gets
+(upstream encodes memories before any hole filling). Prompted, carried-over and tracked slices
+go through the one decode step (:func:`~.decode.decode_step`) the click path uses.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from scipy import ndimage
 from ..models.base import Embedding, MaskCandidates, SamAdapter
 from ..models.errors import PromptError
 from ..models.imageops import resize_bilinear
+from .decode import NO_OBJ_SCORE, Decoded, decode_step
 from .interactive import Prompt, prepare_prompt
+from .interactive import decode_prompt as _decode
 from .memory_select import Selection
-from .postprocess import MASK_INPUT_CLAMP, fill_holes, logits_to_mask, select_candidate
+from .postprocess import logits_to_mask
 
-#: SAM's logit for "object absent" (occlusion gating).
-NO_OBJ_SCORE = -1024.0
+__all__ = ["NO_OBJ_SCORE", "SliceOutput", "decode_mask_seed", "decode_prompt", "mask_prompt",
+           "track_with_memory"]
 #: Logits SAM 3 gives a mask prompt used as output (``mask * 20 - 10``).
 MASK_SCALE, MASK_BIAS = 20.0, -10.0
 #: Margin added around a carried-over box, as a fraction of its size (at least 2 px), so an
@@ -44,8 +47,8 @@ class SliceOutput:
     mask : numpy.ndarray
         ``(rows, cols)`` bool on the slice.
     low_res_logits : numpy.ndarray
-        ``(h, w)`` float32 logits over the whole model input (after hole filling); all
-        ``-1024`` when the object is absent.
+        ``(h, w)`` float32 logits over the whole model input (after hole filling: what is
+        shown); all ``-1024`` when the object is absent.
     object_score : float
         Object-presence logit (``<= 0``: absent).
     iou : float
@@ -54,6 +57,9 @@ class SliceOutput:
         ``(C,)`` float32 object pointer (memory bundles only).
     conditioning : bool
         The slice was prompted (not tracked).
+    feedback_logits : numpy.ndarray or None
+        ``(h, w)`` float32 logits as the decoder gave them, before hole filling (None: the same
+        as ``low_res_logits``, nothing was filled); the mask prompt carry-over feeds back.
     """
 
     mask: np.ndarray
@@ -62,11 +68,17 @@ class SliceOutput:
     iou: float
     pointer: np.ndarray | None = None
     conditioning: bool = False
+    feedback_logits: np.ndarray | None = None
 
     @property
     def present(self) -> bool:
         """The object is there and has at least one pixel."""
         return self.object_score > 0 and bool(self.mask.any())
+
+    @property
+    def fed_back(self) -> np.ndarray:
+        """``(h, w)`` float32 logits to feed back as a mask prompt (the decoder's own)."""
+        return self.low_res_logits if self.feedback_logits is None else self.feedback_logits
 
 
 def _pointer(cands: MaskCandidates, required: bool) -> np.ndarray | None:
@@ -77,17 +89,15 @@ def _pointer(cands: MaskCandidates, required: bool) -> np.ndarray | None:
     return None if ptr is None else np.asarray(ptr, np.float32).reshape(-1)
 
 
-def _finish(cands: MaskCandidates, n_points: int, shape: tuple[int, int], hole_area: int,
-            conditioning: bool, need_pointer: bool) -> tuple[SliceOutput, np.ndarray]:
-    k = select_candidate(cands, n_points)
-    low = cands.logits[k].astype(np.float32)
-    if cands.object_score <= 0:
-        low = np.full_like(low, NO_OBJ_SCORE)
-    shown = fill_holes(low, hole_area)
-    out = SliceOutput(logits_to_mask(shown, shape), shown, float(cands.object_score),
-                      float(np.nanmax(cands.iou)) if np.isfinite(cands.iou).any() else 1.0,
-                      _pointer(cands, need_pointer), conditioning)
-    return out, low
+def _output(step: Decoded, shape: tuple[int, int], conditioning: bool,
+            need_pointer: bool) -> tuple[SliceOutput, np.ndarray]:
+    """A slice's output from the decode step, and the logits its memory is encoded from."""
+    cands = step.candidates
+    iou = float(np.nanmax(cands.iou)) if np.isfinite(cands.iou).any() else 1.0
+    out = SliceOutput(logits_to_mask(step.display_logits, shape), step.display_logits,
+                      step.object_score, iou, _pointer(cands, need_pointer), conditioning,
+                      step.feedback_logits)
+    return out, step.feedback_logits
 
 
 def decode_prompt(
@@ -95,14 +105,8 @@ def decode_prompt(
     need_pointer: bool,
 ) -> tuple[SliceOutput, np.ndarray]:
     """Decode a prompted slice without memory (SAM 3: ``F + no_mem_embed``)."""
-    shape = embedding.image_shape
-    xy, labels = prepare_prompt(prompt, shape, embedding.input_size)
-    mask_input = None
-    if prompt.mask_logits is not None and adapter.accepts_mask_input:
-        mask_input = np.clip(prompt.mask_logits, -MASK_INPUT_CLAMP, MASK_INPUT_CLAMP)
-        mask_input = mask_input.astype(np.float32)
-    cands = adapter.predict_masks(embedding, xy, labels, mask_input)
-    return _finish(cands, len(labels), shape, hole_area, True, need_pointer)
+    step = _decode(adapter, embedding, prompt, hole_area)
+    return _output(step, embedding.image_shape, True, need_pointer)
 
 
 def decode_mask_seed(
@@ -161,7 +165,7 @@ def track_with_memory(
         offsets)
     cands = adapter.predict_masks(conditioned, np.zeros((0, 2), np.float32),
                                   np.zeros(0, np.int64))
-    return _finish(cands, 0, embedding.image_shape, hole_area, False, True)
+    return _output(decode_step(cands, 0, hole_area), embedding.image_shape, False, True)
 
 
 def interior_point(mask: np.ndarray) -> tuple[int, int]:

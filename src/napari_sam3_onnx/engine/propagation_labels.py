@@ -1,18 +1,19 @@
-"""Headless propagation over an array: seeds in, a label stack out (for the CLI and scripts)."""
+"""Slices along an axis in, one label stack out: what a headless propagation reads and writes.
+
+:func:`refs_along_axis` names the planes of a stack for :func:`~.propagation.propagate`;
+:class:`LabelWriter` is its ``on_slice`` that paints each decoded slice into a label stack.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from ..models.base import SamAdapter
 from ..models.errors import PromptError
-from .cache import EmbeddingCache
-from .encoding import SliceEncoder, SliceRef
+from .encoding import SliceRef
 from .postprocess import upsample_logits
-from .propagation import STACK_NEEDED, propagate
-from .propagation_types import Direction, PropagationResult, Seed
+from .propagation import STACK_NEEDED
 from .track_steps import SliceOutput
 
 
@@ -84,60 +85,3 @@ class LabelWriter:
         ids = np.array([oid for oid, _ in items], np.int32)
         free = masks.any(axis=0) & (plane == 0)
         plane[free] = ids[owner[free]]
-
-
-def propagate_stack(
-    adapter: SamAdapter,
-    stack: np.ndarray,
-    seeds: Mapping[int, Seed | Sequence[Seed]],
-    axis: int = 0,
-    *,
-    fixed: Sequence[int] = (),
-    rgb: bool = False,
-    window: tuple[float, float] | None = None,
-    direction: Direction = "both",
-    index_range: tuple[int, int] | None = None,
-    stop_after_absent: int | None = 2,
-    progress: Callable[[int, int], None] | None = None,
-    cancelled: Callable[[], bool] | None = None,
-    cache: EmbeddingCache | None = None,
-    return_result: bool = False,
-) -> np.ndarray | tuple[np.ndarray, PropagationResult]:
-    """Propagate objects through an array and return their labels.
-
-    Parameters
-    ----------
-    adapter : SamAdapter
-        An opened bundle (memory graphs used if present, else prompt carry-over).
-    stack : numpy.ndarray
-        ``(..., rows, cols[, channels])`` data with at least one leading axis.
-    seeds : mapping object id -> Seed or sequence of Seed
-        Object ids (> 0, they become the label values) and their seed slices, indexed along
-        ``axis``.
-    axis, fixed, rgb, window
-        See :func:`refs_along_axis`.
-    direction, index_range, stop_after_absent, progress, cancelled
-        See :func:`~napari_sam3_onnx.engine.propagation.propagate`.
-    cache : EmbeddingCache, optional
-        Reuse embeddings across calls (e.g. a correction re-run).
-    return_result : bool
-        Also return the :class:`PropagationResult` (stop reasons, bank counters; its per-slice
-        outputs are not kept, the labels hold them).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(n, rows, cols)`` int32 labels along ``axis`` (0 = background); or
-        ``(labels, result)`` with ``return_result``.
-    """
-    if any(int(oid) <= 0 for oid in seeds):
-        raise PromptError("Object ids must be positive integers (they become label values).")
-    refs = refs_along_axis(stack, axis, fixed, rgb, window)
-    if len(refs) < 2:
-        raise PromptError(STACK_NEEDED)
-    labels = np.zeros((len(refs), *refs[0].plane_shape), np.int32)
-    encoder = SliceEncoder(adapter, cache)
-    result = propagate(adapter, encoder, refs, seeds, direction, index_range,
-                       stop_after_absent, progress, cancelled, on_slice=LabelWriter(labels),
-                       keep_outputs=False)
-    return (labels, result) if return_result else labels
