@@ -1,8 +1,8 @@
 """The "Automatic" tab: every object on a slice, a stack or a range, without prompts.
 
 A run is :func:`~napari_sam3_onnx.api.automatic.iter_segment_refs` (the same loop as
-``api.segment_all`` and ``segment-all``) in napari's thread pool, on the shared embedding cache
-and encode locks; finished planes appear in a preview layer (:mod:`.auto_output`), Commit writes
+``api.segment_all`` and ``segment-all``) in napari's thread pool, on the shared, single-flight
+embedding cache; finished planes appear in a preview layer (:mod:`.auto_output`), Commit writes
 them into the target as one undo step. SAM's generator settings are folded away under
 "Settings". "Evaluate" compares two Labels layers (e.g. a commit against ground truth) and
 prints the table ``napari-sam3-onnx evaluate`` prints.
@@ -94,14 +94,9 @@ class SettingsBox(QWidget):
         return self.link_iou.value() if self.link.isChecked() else None
 
 
-def iter_run(encoder, refs, settings, link_iou, locks, cancel: threading.Event):
-    """The worker's generator: embed under the shared locks, then the API's loop."""
-
-    def embed(ref):
-        with locks.hold(encoder.key(ref)):
-            return encoder.embed(ref)
-
-    yield from iter_segment_refs(encoder.adapter, embed, refs, settings, link_iou,
+def iter_run(encoder, refs, settings, link_iou, cancel: threading.Event):
+    """The worker's generator: the API's loop on the shared (single-flight) embedding cache."""
+    yield from iter_segment_refs(encoder.adapter, encoder.embed, refs, settings, link_iou,
                                  cancelled=cancel.is_set)
 
 
@@ -235,8 +230,8 @@ class AutoPanel(QWidget):
         self.progress.setValue(0)
         self.progress.setVisible(True)
         self._worker = create_worker(
-            iter_run, encoder, refs, settings, self.settings.link_value, session.encode_locks,
-            self._cancel, _progress={"total": len(refs), "desc": "SAM automatic"},
+            iter_run, encoder, refs, settings, self.settings.link_value, self._cancel,
+            _progress={"total": len(refs), "desc": "SAM automatic"},
             _connect={"yielded": self._on_plane, "errored": self._on_error,
                       "finished": self._on_finished},
             _ignore_errors=True, _start_thread=True)
