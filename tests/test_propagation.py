@@ -210,7 +210,7 @@ def test_api_propagate_labels_along_a_chosen_axis(bundles, folders, name):
         assert iou(labels[z] == 5, truth(BLOB_A, z)) > 0.7
         assert iou(labels[z] == 9, truth(BLOB_B, z)) > 0.7
     assert all(not t.outputs for t in res.objects.values())  # the labels hold the result
-    with pytest.raises(PromptError, match="positive"):
+    with pytest.raises(PromptError, match="Object id 0: ids are whole numbers from 1"):
         api.propagate(bundle, stack, {0: seed_on(BLOB_A, 3)})
 
 
