@@ -28,6 +28,7 @@ from ..graph_info import GraphSignature, TensorInfo
 from ..runtime import LazySession, RuntimeConfig
 from ._common import as_float32, encoder_feed, fixed_dim, require_names, spatial_size
 from ._concepts import EOT, as_declared, find_graph, missing_graphs, sigmoid, token_feed
+from ._padding import decide_padding, with_padding
 
 FPN = ("fpn_0", "fpn_1", "fpn_2")
 EMBEDDINGS = ("image_embeddings_0", "image_embeddings_1", "image_embeddings_2")
@@ -122,6 +123,9 @@ class AutognosiAdapter(SamAdapter):
         self._vision = _image_input(graphs["vision_encoder"], self.layout)
         self._tracker = _image_input(graphs["tracker_encoder"], self.layout)
         self.bit_order = None
+        #: Does the prompt decoder append SAM's padding point itself?
+        self.padding = decide_padding(graphs["prompt_decoder"], "input_points", "input_labels",
+                                      True)
 
     def _name(self, role: str) -> str:
         return self.sessions[role].path.name
@@ -203,6 +207,7 @@ class AutognosiAdapter(SamAdapter):
         labs = np.asarray(labels).reshape(-1)
         if len(pts) == 0 or len(pts) != len(labs):
             raise ValueError(f"need one label per point, got {len(pts)} points, {len(labs)} labels")
+        pts, labs = with_padding(pts, labs, self.padding)
         sig = self.sessions["prompt_decoder"].signature
         feeds = {n: embedding.features[n] for n in EMBEDDINGS}
         feeds["input_points"] = as_declared(pts[None, None], sig.input("input_points"))

@@ -40,6 +40,7 @@ from . import _memory as mem
 from . import _tracker_util as tu
 from ._common import encode_image, fixed_dim, spatial_size
 from ._concepts import as_declared, cxcywh_to_xyxy, exemplar_slots, sigmoid, slot_count, token_feed
+from ._padding import decide_padding, with_padding
 
 DET = ("det_fpn_0", "det_fpn_1", "det_fpn_2")
 TRK = ("trk_feat_0", "trk_feat_1", "trk_feat_2")
@@ -90,6 +91,8 @@ class NsoAdapter(SamAdapter):
         self._mask_size = spatial_size(dec.input("mask_input"), self.layout, dec.path.name)
         self._channels = fixed_dim(dec.input("image_embed"), 1, self.layout, dec.path.name)
         self._label_dtype = np.dtype(dec.input("point_labels").dtype)
+        #: Does the decoder append SAM's padding point itself? (this project's export does)
+        self.padding = decide_padding(dec, "point_coords", "point_labels", True)
         self.language = self.detector = self.memory_encoder = self.memory_attention = None
         caps = {Capability.ENCODE, Capability.CLICKS, Capability.BOXES}
         if "language" in graphs and "detector" in graphs:
@@ -181,6 +184,7 @@ class NsoAdapter(SamAdapter):
         n_points = len(labs)
         if n_points == 0:  # SAM's empty prompt (a tracked slice): one point (0, 0), label -1
             pts, labs = np.zeros((1, 2), np.float32), np.full(1, -1, np.int64)
+        pts, labs = with_padding(pts, labs, self.padding)
         feats = embedding.features
         top = feats.get(mem.CONDITIONED)
         if top is None:  # a prompted slice: raw feature + no_mem_embed, added exactly once

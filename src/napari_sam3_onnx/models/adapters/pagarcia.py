@@ -44,6 +44,7 @@ from ..runtime import LazySession, RuntimeConfig
 from . import _memory as mem
 from . import _tracker_util as tu
 from ._common import encode_image, fixed_dim, require_names, spatial_size
+from ._padding import PaddingDecision, decide_padding, with_padding
 
 EMBEDDINGS = ("image_embeddings.0", "image_embeddings.1", "image_embeddings.2")
 DECODER_INPUTS = ("point_coords", "point_labels", "image_embed", "high_res_feats_0",
@@ -107,6 +108,10 @@ class PagarciaTrackerAdapter(SamAdapter):
         self._input = enc.input("pixel_values")
         self.decoders = {r: LazySession(graphs[r].path, config) for r in DECODER_BASES
                          if r in graphs}
+        #: Per decoder file: does the graph append SAM's padding point itself?
+        self.padding: dict[str, PaddingDecision] = {
+            s.path.name: decide_padding(s.signature, "point_coords", "point_labels", True)
+            for s in self.decoders.values()}
         first = next(iter(self.decoders.values())).signature
         self._mask_size = spatial_size(first.output("pred_mask"), self.layout, first.path.name)
         self._label_dtype = np.dtype(first.input("point_labels").dtype)
@@ -223,6 +228,7 @@ class PagarciaTrackerAdapter(SamAdapter):
             prefix = "decoder_mask"
         dec = tu.pick_decoder(len(labs), self.decoders.get(f"{prefix}_multi"),
                                self.decoders.get(f"{prefix}_single"))
+        pts, labs = with_padding(pts, labs, self.padding[dec.path.name])
         outs = dec.signature.output_names
         multi = {"iou_scores", "pred_multimasks"} <= outs
         names = ["obj_ptr", "object_score_logits",
