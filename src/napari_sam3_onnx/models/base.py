@@ -183,6 +183,15 @@ class SamAdapter:
         """Whether :meth:`predict_masks` can take a previous low-res mask as a prompt."""
         return False
 
+    def assumptions(self) -> dict[str, tuple[str, str]]:
+        """What this adapter assumed or learnt for its folder: ``name -> (value, source)``.
+
+        Names include ``padding`` (who appends SAM's padding point), ``pointer encoding``,
+        ``no-memory embedding``, ``normalisation``, ``mask kind`` and ``score cut``; ``source`` is
+        the graph or file that said so, or the layout contract when nothing in the bundle does.
+        """
+        return {}
+
     def has(self, capability: Capability) -> bool:
         """Whether this bundle provides ``capability``."""
         return capability in self.capabilities

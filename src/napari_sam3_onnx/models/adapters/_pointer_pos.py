@@ -37,7 +37,7 @@ BIAS_KEYS = ("obj_ptr_tpos_proj.bias", "obj_ptr_tpos_proj_bias", "obj_ptr_tpos_p
 OBJECT_KEYS = ("obj_ptr_tpos_proj", "pointer_tpos_proj")
 GRAPH_FILE = "pointer_tpos.onnx"
 #: What :attr:`PointerEncoding.source` says when the bundle provides nothing.
-ZEROS = "zeros (the bundle ships no pointer temporal projection)"
+ZEROS = f"no obj_ptr_tpos_proj in the constants, no {GRAPH_FILE}"
 
 
 def sine_pe(positions: np.ndarray, dim: int, temperature: float = 10000.0) -> np.ndarray:

@@ -26,6 +26,7 @@ from ..base import Capability, Detections, Embedding, MaskCandidates, SamAdapter
 from ..errors import CapabilityError, LayoutMismatchError
 from ..graph_info import GraphSignature, TensorInfo
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from ._common import as_float32, encoder_feed, fixed_dim, require_names, spatial_size
 from ._concepts import EOT, as_declared, find_graph, missing_graphs, sigmoid, token_feed
 from ._padding import decide_padding, with_padding
@@ -126,6 +127,19 @@ class AutognosiAdapter(SamAdapter):
         #: Does the prompt decoder append SAM's padding point itself?
         self.padding = decide_padding(graphs["prompt_decoder"], "input_points", "input_labels",
                                       True)
+
+    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+        order = self.bit_order or "not decided yet (big until a detection tells)"
+        return {
+            "padding": asm.padding(self.padding),
+            "normalisation": asm.normalisation(self._vision, self._name("vision_encoder")),
+            "mask kind": ("detector: binary, bit-packed; prompt decoder: logits",
+                          "detector/prompt decoder outputs"),
+            "mask bit order": (order, "forced" if type(self).bit_order else
+                               "decided from boxes vs masks on the first clear detection"),
+            "score cut": ("none (sigmoid(logit) * sigmoid(presence); caller's floor)",
+                          asm.CONTRACT),
+        }
 
     def _name(self, role: str) -> str:
         return self.sessions[role].path.name

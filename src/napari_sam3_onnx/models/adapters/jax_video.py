@@ -42,6 +42,7 @@ from ..errors import LayoutMismatchError, ModelFileMissingError
 from ..graph_info import GraphSignature
 from ..imageops import resize_rgb_uint8
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from . import _memory as mem
 from . import _tracker_util as tu
 from ._common import as_float32, fixed_dim, spatial_size
@@ -185,6 +186,30 @@ class JaxVideoAdapter(SamAdapter):
             if isinstance(info.shape[-1], int) and info.shape[-1] > 0:
                 return int(info.shape[-1])
         return 64
+
+    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+        out = {
+            "padding": asm.padding(self.padding),
+            "normalisation": (f"x / 255, (x - {np.round(self.image_mean, 4).tolist()}) / "
+                              f"{np.round(self.image_std, 4).tolist()}",
+                              "constants.json image_mean/std"),
+            "no-memory embedding": (
+                ("added to feats2 on prompted slices", f"constants.json "
+                 f"{next(k for k in self.no_mem_embed_keys if self.no_mem_embed is not None)}")
+                if self.no_mem_embed is not None else
+                ("none added", f"constants.json has none of {list(self.no_mem_embed_keys)}")),
+            "mask kind": ("logits (pred_masks, multimask; a 1-candidate graph is the "
+                          "single-mask decoder)", "decoder outputs"),
+            "empty prompt": ("one point (0, 0) label -1", "EdgeTAM-sibling consumers"),
+        }
+        if self.pointer_encoding is not None:
+            pe = self.pointer_encoding
+            value = ("zeros" if pe.is_zeros else
+                     "sine(offset / (max_ptrs - 1)) projected, repeated per token")
+            out["pointer encoding"] = (value, pe.source)
+            out["memory temporal rows"] = (f"{len(self._tpos)} rows added to memory pos enc",
+                                           f"constants.json {TPOS_KEY}")
+        return out
 
     # ---- geometry -----------------------------------------------------------------------
     @property

@@ -36,6 +36,7 @@ from ..base import Capability, Detections, Embedding, MaskCandidates, SamAdapter
 from ..errors import LayoutMismatchError, ModelFileMissingError
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from . import _memory as mem
 from . import _tracker_util as tu
 from ._common import encode_image, fixed_dim, spatial_size
@@ -167,6 +168,23 @@ class NsoAdapter(SamAdapter):
     def no_mem_embed(self) -> np.ndarray:
         """``(1, C, 1, 1)`` float32 added to the raw feature on prompted slices."""
         return self._no_mem
+
+    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+        out = {
+            "padding": asm.padding(self.padding),
+            "normalisation": asm.normalisation(self._input, self.encoder.path.name),
+            "no-memory embedding": ("added to trk_feat_2 on prompted slices",
+                                    f"{self.constants_path.name} no_mem_embed"),
+            "mask kind": ("logits; token 0 single-mask, 1-3 multimask", "decoder outputs"),
+        }
+        if self.detector is not None:
+            out["score cut"] = ("none (sigmoid(logit) * sigmoid(presence); caller's floor)",
+                                "raw detector heads")
+        if self.memory_attention is not None:
+            out["pointer encoding"] = ("in the memory-attention graph (pointer_tpos = "
+                                       "offset / (max_obj_ptrs - 1))",
+                                       self.memory_attention.path.name)
+        return out
 
     # ---- image path ---------------------------------------------------------------------
     def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102

@@ -41,6 +41,7 @@ from ..base import Capability, Embedding, MaskCandidates, SamAdapter
 from ..errors import LayoutMismatchError, ModelFileMissingError
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from . import _memory as mem
 from . import _tracker_util as tu
 from ._common import encode_image, fixed_dim, require_names, spatial_size
@@ -203,6 +204,20 @@ class PagarciaTrackerAdapter(SamAdapter):
     def no_mem_embed(self) -> np.ndarray:
         """``(1, C, 1, 1)`` float32 added to the raw feature on prompted slices (from the npz)."""
         return self._no_mem
+
+    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+        out = {
+            "padding": asm.padding(self.padding),
+            "normalisation": asm.normalisation(self._input, self.encoder.path.name),
+            "no-memory embedding": ("no_mem_embed added to image_embeddings.2 on prompted "
+                                    "slices", "video_constants npz no_mem_embed_bchw"),
+            "mask kind": ("logits (best-IoU selection and occlusion gating in the graph)",
+                          "decoder outputs"),
+        }
+        if self.memory_attention is not None:
+            out["pointer encoding"] = ("in the memory-attention graph (raw slice distances "
+                                       "in memory_obj_tpos)", self.memory_attention.path.name)
+        return out
 
     # ---- image path ---------------------------------------------------------------------
     def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
