@@ -206,3 +206,11 @@ def test_inspect_prints_every_assumption_with_its_source(layout, pads, want, tmp
     for name, fragment in want.items():
         line = next(x for x in lines if x.strip().startswith(name))
         assert fragment in line and line.rstrip().endswith("]"), line
+
+
+def test_memory_note_says_pointer_encoding_is_missing_only_then(tmp_path):
+    bare = open_bundle(build_jax_video(tmp_path / "bare"))
+    assert "without their temporal encoding" in bare.memory_note
+    full = open_bundle(build_jax_video(tmp_path / "full", pointer_encoding="object"))
+    assert full.memory_note == ""
+    assert open_bundle(build_pagarcia(tmp_path / "pag")).memory_note == ""

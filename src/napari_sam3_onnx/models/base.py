@@ -192,6 +192,11 @@ class SamAdapter:
         """
         return {}
 
+    @property
+    def memory_note(self) -> str:
+        """A caveat about this bundle's video memory for the propagation's method note ('')."""
+        return ""
+
     def has(self, capability: Capability) -> bool:
         """Whether this bundle provides ``capability``."""
         return capability in self.capabilities

@@ -211,6 +211,13 @@ class JaxVideoAdapter(SamAdapter):
                                            f"constants.json {TPOS_KEY}")
         return out
 
+    @property
+    def memory_note(self) -> str:  # noqa: D102
+        if self.pointer_encoding is None or not self.pointer_encoding.is_zeros:
+            return ""
+        return ("object pointers without their temporal encoding (the bundle ships no "
+                "obj_ptr_tpos_proj in constants.json and no pointer_tpos.onnx)")
+
     # ---- geometry -----------------------------------------------------------------------
     @property
     def input_size(self) -> tuple[int, int]:  # noqa: D102
