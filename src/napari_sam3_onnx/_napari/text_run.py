@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..engine.concepts import VISUAL, Exemplars, SliceResult, TextCache, search_slice
 from ..engine.encoding import SliceEncoder, SliceRef
+from ..models.base import Capability
 from .workers import SingleFlight
 
 
@@ -121,9 +122,9 @@ def iter_run(run: TextRun, cancel: threading.Event | None = None) -> Iterator[Sl
         key = run.encoder.key(ref)
         if run.locks is not None:
             with run.locks.hold(key):
-                embedding = run.encoder.embed(ref)
+                embedding = run.encoder.embed(ref, Capability.TEXT)
         else:
-            embedding = run.encoder.embed(ref)
+            embedding = run.encoder.embed(ref, Capability.TEXT)
         result = search_slice(
             watch, embedding, list(run.concepts), run.texts, floor=run.floor,
             exemplars=run.exemplars.get(tuple(ref.index)), min_area=run.min_area,

@@ -208,7 +208,7 @@ def segment(
     win = None if window is None else (float(window[0]), float(window[1]))
     ref = SliceRef(view, index, rgb, win, source=image, data_version=fingerprint(plane))
     st = None if store is None else bundle.open_store(store)
-    emb = bundle.encoder(st, bundle.cache).embed(ref)
+    emb = bundle.encoder(st, bundle.cache).embed(ref, Capability.CLICKS)
     pts = np.zeros((0, 2)) if points_rc is None else points_rc
     prompt = Prompt.clicks(pts, labels, box_rc, mask_logits)
     detector = not bundle.adapter.has(Capability.CLICKS) and bundle.adapter.has(Capability.TEXT)

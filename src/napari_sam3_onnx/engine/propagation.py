@@ -188,7 +188,7 @@ def propagate(
             result.objects[oid].outputs[index] = out
 
     for index in sorted({s.index for ss in objs.values() for s in ss}):  # conditioning slices
-        emb = encoder.embed(refs[index])
+        emb = encoder.embed(refs[index], Capability.CLICKS)
         outs = {}
         for oid, ss in objs.items():
             seed = next((s for s in ss if s.index == index), None)
@@ -248,7 +248,7 @@ def propagate(
             iterated += 1
             todo = [o for o in live if index not in cond_out[o]]
             if todo:
-                emb = encoder.embed(refs[index])
+                emb = encoder.embed(refs[index], Capability.CLICKS)
                 outs: dict[int, SliceOutput] = {}
                 for oid in todo:
                     st = live[oid]

@@ -217,6 +217,23 @@ class SamAdapter:
         """
         raise NotImplementedError
 
+    def encode_for(self, rgb: np.ndarray, need: Capability) -> Embedding:
+        """Encode only what the workflow ``need`` uses (default: everything, as :meth:`encode`).
+
+        ``need`` is :attr:`Capability.TEXT` or :attr:`Capability.EXEMPLARS` (detector features)
+        or :attr:`Capability.CLICKS`, :attr:`Capability.BOXES`, :attr:`Capability.MEMORY`
+        (tracker features). Layouts with one image encoder encode everything anyway.
+        """
+        return self.encode(rgb)
+
+    def lacks(self, embedding: Embedding, need: Capability) -> bool:
+        """Whether ``embedding`` misses features the workflow ``need`` uses."""
+        return False
+
+    def complete(self, embedding: Embedding, rgb: np.ndarray, need: Capability) -> Embedding:
+        """``embedding`` plus what ``need`` uses, encoding only the missing part of ``rgb``."""
+        return embedding
+
     def predict_masks(
         self,
         embedding: Embedding,
