@@ -125,12 +125,12 @@ class LockedEncoder:
         """Encodes done by the wrapped encoder (all users of it)."""
         return self.encoder.encoder_calls
 
-    def embed(self, ref: SliceRef):
-        """The slice's embedding (cached, or encoded once under its lock)."""
+    def embed(self, ref: SliceRef, need=None):
+        """The slice's embedding (cached, or encoded once under its lock) for ``need``."""
         if self.locks is None:
-            return self.encoder.embed(ref)
+            return self.encoder.embed(ref, need)
         with self.locks.hold(self.encoder.key(ref)):
-            return self.encoder.embed(ref)
+            return self.encoder.embed(ref, need)
 
     def __getattr__(self, name: str):
         return getattr(self.encoder, name)

@@ -21,6 +21,7 @@ from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
 from ..engine.tiled import first_tile, for_plane, input_side, segment_on
 from ..engine.tiling import TileSettings
+from ..models.base import Capability
 from ..models.errors import PromptError, Sam3OnnxError
 
 log = logging.getLogger(__name__)
@@ -98,10 +99,11 @@ def run_job(
 
     ``texts`` lets a detector-only bundle answer boxes (SAM 3's "visual" exemplar path).
     """
+    need = Capability.CLICKS if encoder.adapter.has(Capability.CLICKS) else Capability.TEXT
 
     def embed(ref: SliceRef):
         with locks.hold(encoder.key(ref)):
-            return encoder.embed(ref)
+            return encoder.embed(ref, need)
 
     if job.tiling is None and job.ref.region is None:  # the whole plane, encoded up front
         embedding = embed(job.ref)
