@@ -24,7 +24,12 @@ def test_manifest_validates_and_imports():
     manifest = npe2.PluginManifest.from_file(PACKAGED)
     manifest.validate_imports()
     assert manifest.name == "napari-sam3-onnx"
-    assert {w.display_name for w in manifest.contributions.widgets} >= {"Clicks and boxes"}
+    assert manifest.display_name == "SAM 3"
+    # one menu entry per workflow (each opens the one dock on its tab)
+    assert [w.display_name for w in manifest.contributions.widgets] == [
+        "Clicks and boxes", "Text search", "Propagate"]
+    titles = {c.id: c.title for c in manifest.contributions.commands}
+    assert all("(SAM 3)" in titles[w.command] for w in manifest.contributions.widgets)
     samples = {s.key: s.display_name for s in manifest.contributions.sample_data}
     assert samples["synthetic_nuclei"] == "Synthetic nuclei (uint16 z-stack)"
 

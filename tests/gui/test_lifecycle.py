@@ -91,10 +91,12 @@ def test_download_menu_lists_the_registry_and_the_toy_model(make_napari_viewer, 
     w = ClicksWidget(viewer)
     viewer.window.add_dock_widget(w)
     actions = [a for a in w.model.download.menu().actions() if not a.isSeparator()]
-    assert actions[0].text().startswith("Toy test model")
-    assert [a.text() for a in actions[1:]] == [s.title for s in KNOWN_BUNDLES]
+    assert actions[0].text().startswith("Toy model")
+    assert [a.text() for a in actions] == [s.title for s in KNOWN_BUNDLES]
     actions[0].trigger()
     assert w.session.encoder is not None and "TOY TEST MODEL" in w.model.info.text()
+    assert w.model.folder.text() == "Toy model (not SAM 3)"
+    assert w.model.folder.toolTip() == str(w.model.bundle_folder.resolve())
     w.model.folder.setText(str(w.model.folder.text()) + "-missing")
     w.model.load()
     assert w.session.encoder is None and "Not loaded" in w.model.info.text()

@@ -1,4 +1,4 @@
-"""Open napari with the synthetic sample and the "Clicks and boxes" widget docked.
+"""Open napari with the synthetic sample and the SAM 3 dock (on its Clicks and boxes tab).
 
 Usage::
 
@@ -6,9 +6,10 @@ Usage::
     python -m napari_sam3_onnx --bundle DIR     # load a SAM 3 ONNX bundle
     python -m napari_sam3_onnx --test-bundle    # toy model, no weights needed
 
-``--test-bundle`` writes a tiny hand-made ONNX pair into a temporary folder (it needs the
-``onnx`` package, the ``toy`` extra): it outlines bright blobs so the whole workflow can be
-tried without downloading SAM 3. The widget labels it as a toy model.
+``--test-bundle`` loads the registry's toy model (built once into the plugin's cache; it needs
+the ``onnx`` package, the ``toy`` extra): tiny hand-made graphs that outline bright blobs, so
+every tab (clicks and boxes, text, propagation) can be tried on the sample without downloading
+SAM 3. The widget labels it as a toy model.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ disabled and the folder field still works.
 
 from __future__ import annotations
 
-import tempfile
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,11 +34,16 @@ from ..engine.tokenizer import ClipTokenizer
 from ..models.base import Capability, SamAdapter
 from ..models.bundle import open_bundle
 from ..models.errors import Sam3OnnxError
-from ..models.runtime import PROVIDER_ALIASES, RuntimeConfig, available_providers
+from ..models.runtime import (
+    PROVIDER_ALIASES,
+    RuntimeConfig,
+    available_providers,
+    resolve_providers,
+)
 from . import workers
 
-TOY_NOTE = ("TOY TEST MODEL: a tiny hand-written graph that outlines bright blobs. It is not "
-            "SAM 3; load real SAM 3 weights for real work.")
+TOY_NOTE = ("TOY TEST MODEL: tiny hand-written graphs that outline bright blobs, so every tab "
+            "can be tried on the sample. It is not SAM 3; load real SAM 3 weights for real work.")
 
 
 class _Relay(QObject):
@@ -47,21 +52,68 @@ class _Relay(QObject):
     progress = Signal(str, int, object)
 
 
+#: Providers onnxruntime lists that do not run the model on this machine (Azure sends it to a
+#: remote endpoint); they are not offered as a device.
+NOT_LOCAL = frozenset({"AzureExecutionProvider"})
+#: Words for a provider on the model line.
+DEVICE_NAMES = {"CPUExecutionProvider": "CPU", "CUDAExecutionProvider": "CUDA GPU",
+                "TensorrtExecutionProvider": "TensorRT GPU", "CoreMLExecutionProvider": "CoreML",
+                "DmlExecutionProvider": "DirectML GPU"}
+#: What each capability lets the user do, in the order the tabs show them.
+CAPABILITY_WORDS = ((Capability.CLICKS, "clicks"), (Capability.BOXES, "boxes"),
+                    (Capability.TEXT, "text"), (Capability.EXEMPLARS, "exemplars"),
+                    (Capability.MEMORY, "propagation"))
+
+
 def device_choices() -> list[str]:
-    """``"auto"`` plus the short names of the providers this onnxruntime offers."""
+    """``"auto"`` plus the short names of the local providers this onnxruntime offers."""
     short = {full: alias for alias, full in reversed(list(PROVIDER_ALIASES.items()))}
-    return ["auto", *[short.get(p, p) for p in available_providers()]]
+    return ["auto", *[short.get(p, p) for p in available_providers() if p not in NOT_LOCAL]]
 
 
-def build_toy_bundle(folder: Path | None = None) -> Path:
-    """Write the small test bundle (needs the ``onnx`` package) and return its folder."""
+def _registered(folder: Path):
+    """The registry entry ``folder`` was downloaded (or built) for, or None."""
     try:
-        from ..testing.hf_tracker import build_hf_tracker
-    except ImportError as exc:
-        raise Sam3OnnxError(f"The toy model needs the 'onnx' package ({exc}): "
-                            "pip install 'napari-sam3-onnx[toy]'.") from exc
-    folder = folder or Path(tempfile.mkdtemp(prefix="sam3-onnx-toy-"))
-    return build_hf_tracker(folder)
+        from ..models.registry import KNOWN_BUNDLES, bundle_dir
+    except ImportError:
+        return None
+    folder = folder.resolve()
+    for spec in KNOWN_BUNDLES:
+        home = bundle_dir(spec.id).resolve()
+        if folder == home or folder.parent == home:
+            return spec
+    return None
+
+
+def bundle_precision(folder: Path) -> str | None:
+    """Storage precision from the bundle's ``manifest.json`` or its registry entry."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        if isinstance(manifest, dict) and manifest.get("precision"):
+            return str(manifest["precision"])
+    except (OSError, ValueError):
+        pass
+    spec = _registered(folder)
+    return spec.precision if spec is not None else None
+
+
+def bundle_name(folder: Path, toy: bool = False) -> str:
+    """What the Model field shows: the toy's or registry entry's name, else the folder's."""
+    if toy:
+        return "Toy model (not SAM 3)"
+    spec = _registered(folder)
+    return spec.id if spec is not None else folder.name
+
+
+def model_line(adapter: SamAdapter, precision: str | None, providers: list[str],
+               toy: bool = False) -> str:
+    """``"SAM 3 (nso-sam3) · clicks, boxes, text, propagation · fp32 · CPU"``."""
+    family = "Toy model, not SAM 3" if toy else (
+        "SAM 3.1" if "3.1" in adapter.layout else "SAM 3")
+    can = ", ".join(word for cap, word in CAPABILITY_WORDS if adapter.has(cap)) or "nothing"
+    device = DEVICE_NAMES.get(providers[0], providers[0]) if providers else "CPU"
+    parts = [f"{family} ({adapter.layout})", can, *([precision] if precision else []), device]
+    return " · ".join(parts)
 
 
 def _detector_texts(adapter: SamAdapter, folder: Path) -> TextCache:
@@ -96,6 +148,7 @@ class ModelPanel(QWidget):
         self._on_encoder, self._budget_cb, self._notify = on_encoder, cache_budget, notify
         self.adapter: SamAdapter | None = None
         self.toy = False
+        self._loaded: tuple[Path, str] | None = None  # (folder, name the field shows)
         self._cancel = False
         self._relay = _Relay(self)
         self._relay.progress.connect(self._show_progress)
@@ -131,47 +184,75 @@ class ModelPanel(QWidget):
         form.addRow(self.cancel)
         form.addRow(self.info)
 
+    @property
+    def bundle_folder(self) -> Path | None:
+        """Folder of the loaded bundle (the field shows its name), None when none is loaded."""
+        return self._loaded[0] if self._loaded is not None else None
+
     # ---- loading ---------------------------------------------------------------------
     def load(self, folder: str | Path | None = None, toy: bool = False) -> SamAdapter | None:
-        """Open the bundle in ``folder`` (default: the field's text) on the chosen device."""
+        """Open the bundle in ``folder`` (default: the field's text) on the chosen device.
+
+        The field then shows the bundle's name, with the full path in its tooltip; while it
+        still shows that name, reloading (a new device) reopens the same folder.
+        """
         if folder is not None:
             self.folder.setText(str(folder))
             self.toy = toy
         text = self.folder.text().strip()
         if not text:
             return None
-        folder = Path(text).expanduser()
+        if self._loaded is not None and text == self._loaded[1]:
+            folder = self._loaded[0]  # the same bundle again (e.g. on another device)
+        else:
+            if folder is None:  # a path typed into the field
+                self.toy = False
+            folder = Path(text).expanduser()
         config = RuntimeConfig(providers=self.device.currentText())
         try:
             adapter = open_bundle(folder, config)
             texts = None if adapter.has(Capability.CLICKS) else _detector_texts(adapter, folder)
         except Sam3OnnxError as exc:
-            self.adapter, self.toy = None, False
+            self.adapter, self.toy, self._loaded = None, False, None
+            self.folder.setToolTip(str(folder))
             self.info.setText(f"<b>Not loaded.</b> {exc}")
             self._notify(str(exc))
             self._on_encoder(None, None)
             self.loaded.emit()
             return None
         self.adapter = adapter
-        h, w = adapter.input_size
+        name = bundle_name(folder, self.toy)
+        self._loaded = (folder, name)
+        self.folder.setText(name)
+        self.folder.setToolTip(str(folder.resolve()))
         note = "" if texts is None else "<br>Boxes only: this bundle has no click decoder."
         if texts is not None and not adapter.has(Capability.BOXES):
             note = "<br>Text only: this bundle has no click or box decoder; use the Text tab."
         if self.toy:
             note += f"<br><b style='color:orange'>{TOY_NOTE}</b>"
-        self.info.setText(f"{adapter.layout}: {h} x {w} input, device {self.device.currentText()}"
-                          f"{note}")
+        line = model_line(adapter, bundle_precision(folder),
+                          resolve_providers(self.device.currentText()), self.toy)
+        self.info.setText(f"{line}{note}")
         model_id = (str(folder.resolve()), adapter.layout)
         self._on_encoder(SliceEncoder(adapter, model_id=model_id), texts)
         self.loaded.emit()
         return adapter
 
     def load_toy(self) -> None:
-        """Build the toy test bundle in a temporary folder and load it."""
+        """Load the registry's toy model, building it first if it is not cached yet (~1 s)."""
         try:
-            self.load(build_toy_bundle(), toy=True)
+            from ..models.download import download_bundle
+            from ..models.registry import get_bundle
+
+            folder = download_bundle(get_bundle("toy"))
+        except ImportError as exc:
+            self._notify(f"The toy model is not available in this version ({exc}).")
+            return
         except Sam3OnnxError as exc:
+            self.info.setText(f"<b>Not loaded.</b> {exc}")
             self._notify(str(exc))
+            return
+        self.load(folder, toy=True)
 
     def _browse(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Folder with a SAM 3 ONNX bundle")
@@ -181,15 +262,17 @@ class ModelPanel(QWidget):
     # ---- downloads -------------------------------------------------------------------
     def _download_menu(self) -> QMenu:
         menu = QMenu(self)
-        menu.addAction("Toy test model (no download, not SAM 3)", self.load_toy)
         try:
             from ..models.registry import KNOWN_BUNDLES
         except ImportError:
             act = menu.addAction("(model registry not available in this version)")
             act.setEnabled(False)
             return menu
-        menu.addSeparator()
         for spec in KNOWN_BUNDLES:
+            if spec.builder:  # the toy: built here, nothing to download
+                menu.addAction(spec.title, self.load_toy)
+                menu.addSeparator()
+                continue
             caps = set(spec.capabilities)
             usable = "clicks" in caps or "text" in caps
             act = menu.addAction(spec.title, lambda s=spec: self.start_download(s))
@@ -207,7 +290,9 @@ class ModelPanel(QWidget):
         except ImportError as exc:
             self._notify(f"Downloads are not available in this version ({exc}).")
             return
-        if getattr(spec, "gated", False) and token is None:
+        from ..models.hub_fetch import effective_token  # $HF_TOKEN or 'hf auth login'
+
+        if getattr(spec, "gated", False) and token is None and effective_token(None) is None:
             token, ok = QInputDialog.getText(self, "Access token", f"{spec.title} is gated on "
                                              "Hugging Face. Paste your access token:")
             if not ok or not token:
@@ -219,7 +304,7 @@ class ModelPanel(QWidget):
 
         def report(name: str, done: int, total: int | None) -> None:
             if self._cancel:
-                raise Sam3OnnxError("Download cancelled; it resumes where it stopped next time.")
+                raise Sam3OnnxError("Download cancelled; the file being fetched was not kept.")
             self._relay.progress.emit(name, int(done), total)
 
         def finished() -> None:

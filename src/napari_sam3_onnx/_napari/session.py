@@ -20,6 +20,7 @@ from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
 from ..models.errors import Sam3OnnxError
 from . import commit, fov, layers, prompts, workers
+from .hints import contrast_hint
 
 #: Quiet time after the last prompt change before the model runs.
 DEBOUNCE_MS = 150
@@ -167,7 +168,8 @@ class ClickSession:
         index = result.job.ref.index
         self._applied = self.generation
         if not any(mask.present for _, _, mask in result.masks) and result.masks:
-            self._say("The model finds no object at these prompts.")
+            self._say("The model finds no object at these prompts."
+                      + contrast_hint(result.job.ref, [p for _, p, _ in result.masks]))
         self._last = {key: (prompt, mask) for key, prompt, mask in result.masks}
         self._current = [mask for _, _, mask in result.masks if mask.present]
         if lay.preview not in self.viewer.layers:

@@ -34,6 +34,7 @@ from ..engine.tokenizer import ClipTokenizer
 from ..models.base import Capability
 from ..models.errors import Sam3OnnxError
 from . import layers, workers
+from .hints import contrast_hint
 from .text_controls import FloorControl, ScopeControl
 from .text_inputs import (
     EXEMPLAR,
@@ -167,7 +168,7 @@ class TextPanel(QWidget):
             return shared
         if self.texts is not None and self.texts.adapter is adapter:
             return self.texts
-        folder = Path(self.host.model.folder.text().strip()).expanduser()
+        folder = self.host.model.bundle_folder or Path()
         return TextCache(adapter, ClipTokenizer.from_folder(folder, adapter.context_length))
 
     def _layers_changed(self, event=None) -> None:
@@ -274,7 +275,8 @@ class TextPanel(QWidget):
         if out is None:
             return
         written = out.finish()
-        self._say(summary(out, written, len(run.refs), run.concepts, run.floor))
+        hint = "" if written or not run.refs else contrast_hint(run.refs[0])
+        self._say(summary(out, written, len(run.refs), run.concepts, run.floor) + hint)
         self.output = None
         self.progress.setVisible(False)
         self.refresh()

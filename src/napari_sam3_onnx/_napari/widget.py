@@ -117,6 +117,7 @@ class ClicksWidget(QWidget):
         self._bound_layers: list = []
         self._teardown = partial(_teardown, napari_viewer, self.session, self._bound_layers)
         self._docked = False
+        self.moving = False  # True while a menu entry moves the widget into its own dock
         self.destroyed.connect(self._teardown)
         self._refresh_choices()
 
@@ -133,6 +134,14 @@ class ClicksWidget(QWidget):
         """Switch the next clicks between positive and negative (``t``)."""
         (self.negative if self.positive.isChecked() else self.positive).setChecked(True)
 
+    def show_tab(self, title: str) -> None:
+        """Select the workflow tab titled ``title`` ("Clicks & boxes", "Text", "Propagate")."""
+        for i in range(self.tabs.count()):
+            if self.tabs.tabText(i).replace("&&", "&") == title:
+                self.tabs.setCurrentIndex(i)
+                return
+        raise ValueError(f"No tab {title!r}.")
+
     def load_bundle(self, folder, toy: bool = False) -> None:
         """Load a bundle folder (``toy`` marks the test model clearly in the widget)."""
         self.model.load(folder, toy=toy)
@@ -141,8 +150,8 @@ class ClicksWidget(QWidget):
         """Tear down when napari takes the widget out of its dock (the dock's close button)."""
         if event.type() == QEvent.Type.ParentChange:
             if self.parent() is not None:
-                self._docked = True
-            elif self._docked:
+                self._docked, self.moving = True, False
+            elif self._docked and not self.moving:
                 self._teardown()
         return super().event(event)
 

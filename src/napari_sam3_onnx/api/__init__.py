@@ -23,6 +23,7 @@ other function takes ``store=`` to read from it (and fill it). Pass ``client=`` 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -44,6 +45,7 @@ from .io import InputError, image_names, parse_slices, planes_view, read_image
 from .jobs import StackJob
 from .propagate import Seed, propagate
 from .text import TextResult, iter_search_text, search_text, table_columns
+from .validate import check_box, check_points, check_window
 
 __all__ = [
     "Bundle", "EmbeddingStore", "InputError", "PrecomputeReport", "Prompt", "Seed", "StackJob",
@@ -134,6 +136,7 @@ def precompute(
         of the encoded ones those that replaced a half-written or corrupt entry.
     """
     jobs = make_jobs(images, names, axis, rgb, window, slices)
+    _refuse_store_over_inputs(store, jobs)
     if client is not None:
         from .cluster import precompute_on_cluster
 
@@ -147,6 +150,19 @@ def precompute(
     if tiling is not None:
         refs = [t for r in refs for t in tile_refs(r, tiling, input_side(bundle.adapter))]
     return _precompute_refs(encoder, refs, progress, cancelled)  # type: ignore[arg-type]
+
+
+def _refuse_store_over_inputs(store: StoreLike, jobs: Sequence[StackJob]) -> None:
+    """An embedding store is never created on (or around) an image it is computed from."""
+    if isinstance(store, EmbeddingStore):
+        return
+    where = Path(os.path.realpath(store))
+    for job in jobs:
+        if job.is_file:
+            image = Path(os.path.realpath(job.data))  # type: ignore[arg-type]
+            if where == image or where in image.parents:
+                raise InputError(f"The store {store} would be written over the image "
+                                 f"{job.data}: give the store a name of its own.")
 
 
 def encode_stack(
@@ -204,12 +220,20 @@ def segment(
     """
     view = planes_view(data, axis, rgb)
     index = tuple(int(i) for i in index)
-    plane = extract_plane(view, index, rgb)
-    win = None if window is None else (float(window[0]), float(window[1]))
+    try:
+        plane = extract_plane(view, index, rgb)
+    except (IndexError, ValueError) as exc:
+        lead = tuple(view.shape[:view.ndim - (3 if rgb else 2)])
+        raise InputError(f"index={index} does not name a plane of data whose leading axes are "
+                         f"{lead} ({exc}).") from exc
+    win = check_window(window)
+    pts = np.zeros((0, 2)) if points_rc is None else points_rc
+    check_points(pts, labels, plane.shape)
+    check_box(box_rc, plane.shape)
     ref = SliceRef(view, index, rgb, win, source=image, data_version=fingerprint(plane))
     st = None if store is None else bundle.open_store(store)
-    emb = bundle.encoder(st, bundle.cache).embed(ref, Capability.CLICKS)
-    pts = np.zeros((0, 2)) if points_rc is None else points_rc
+    need = Capability.CLICKS if bundle.adapter.has(Capability.CLICKS) else Capability.TEXT
+    emb = bundle.encoder(st, bundle.cache).embed(ref, need)
     prompt = Prompt.clicks(pts, labels, box_rc, mask_logits)
     detector = not bundle.adapter.has(Capability.CLICKS) and bundle.adapter.has(Capability.TEXT)
     return segment_prompt(bundle.adapter, emb, prompt, bundle.texts if detector else None)

@@ -15,6 +15,7 @@ from ..engine.tokenizer import ClipTokenizer
 from ..models.base import Capability, SamAdapter
 from ..models.bundle import open_bundle as _open_adapter
 from ..models.errors import ModelFileMissingError
+from ..models.local_bundles import build_local_bundle
 from ..models.registry import bundle_dir, get_bundle
 from ..models.runtime import RuntimeConfig
 from .io import InputError
@@ -41,6 +42,8 @@ def resolve_bundle(bundle: str | Path, root: Path | str | None = None) -> Path:
                          "files, or a bundle id (napari-sam3-onnx list).")
     spec = get_bundle(text)
     folder = bundle_dir(spec.id, root)
+    if spec.builder:  # the toy: built here (once) rather than downloaded
+        return build_local_bundle(spec, folder)
     if not folder.is_dir():
         raise ModelFileMissingError(folder, f"The {spec.id} bundle is not downloaded yet: run "
                                     f"'napari-sam3-onnx fetch {spec.id}'.")
@@ -196,6 +199,8 @@ def open_bundle(
     Bundle
         Recognised from its graphs; weights load on first use.
     """
+    if int(threads) < 0:
+        raise InputError(f"threads={threads}: give 1 or more (or 0 for onnxruntime's choice).")
     folder = resolve_bundle(bundle, root)
     config = RuntimeConfig(providers=providers, intra_op_threads=int(threads))
     return Bundle(_open_adapter(folder, config), folder, config)

@@ -8,6 +8,8 @@ outside the stack) raise :class:`InputError`, which the command line turns into 
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -44,18 +46,46 @@ def expand_inputs(paths: Iterable[Path | str]) -> list[Path]:
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if not path.exists():
-            raise InputError(f"Input {path} does not exist.")
+        _check_reachable(path)
         if is_image_path(path):
             out.append(path)
         elif path.is_dir():
-            found = sorted(p for p in path.iterdir() if is_image_path(p))
+            try:
+                entries = sorted(path.iterdir())
+            except PermissionError as exc:
+                raise InputError(f"Cannot list folder {path}: permission denied.") from exc
+            found = []
+            for p in entries:
+                if p.is_symlink() and _loops(p):
+                    raise InputError(f"{p} is a symbolic link that loops (it never reaches a "
+                                     "file); remove or fix it.")
+                if is_image_path(p):
+                    found.append(p)
             if not found:
                 raise InputError(f"Folder {path} holds no {', '.join(SUFFIXES)} image.")
             out.extend(found)
         else:
             raise InputError(f"{path} is not a TIFF, .npy or zarr image ({', '.join(SUFFIXES)}).")
     return out
+
+
+def _loops(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def _check_reachable(path: Path) -> None:
+    """Raise InputError for a missing path or a symbolic link loop, saying which."""
+    if path.is_symlink() and _loops(path):
+        raise InputError(f"Input {path} is a symbolic link that loops (it never reaches a file).")
+    if not path.exists():
+        if path.is_symlink():
+            raise InputError(f"Input {path} is a symbolic link to {os.readlink(path)}, which "
+                             "does not exist.")
+        raise InputError(f"Input {path} does not exist.")
 
 
 def image_names(paths: Sequence[Path]) -> list[str]:
@@ -118,25 +148,86 @@ def read_image(path: Path | str):
         The file is missing, not readable as an image, or of an unsupported kind.
     """
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"Input {path} does not exist.")
+    _check_reachable(path)
     name = path.name.lower()
     try:
         if name.endswith(".npy"):
-            return np.load(path, mmap_mode="r", allow_pickle=False)
+            return check_array(np.load(path, mmap_mode="r", allow_pickle=False), path)
         if name.endswith((".tif", ".tiff")):
             import tifffile
             import zarr
 
             node = zarr.open(tifffile.imread(path, aszarr=True), mode="r")
-            return node if isinstance(node, zarr.Array) else node["0"]
+            array = node if isinstance(node, zarr.Array) else node["0"]
+            return ImageFile(check_array(array, path), path)
         if path.is_dir():
-            return _open_zarr(path)
+            return check_array(_open_zarr(path), path)
     except InputError:
         raise
+    except PermissionError as exc:
+        raise InputError(f"Cannot read {path}: permission denied.") from exc
     except Exception as exc:
         raise InputError(f"Cannot read {path} as an image ({type(exc).__name__}: {exc}).") from exc
     raise InputError(f"{path} is not a TIFF, .npy or zarr image ({', '.join(SUFFIXES)}).")
+
+
+def check_array(data, name: Path | str = "the image"):
+    """``data`` if it holds numbers and has no empty axis; InputError naming ``name`` otherwise.
+
+    A string or object array would fail deep inside the model with an obscure message, and a
+    0-pixel plane has nothing to segment.
+    """
+    dtype = np.dtype(data.dtype)
+    if not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
+        raise InputError(f"{name} holds {dtype} values, not numbers; save the image as integers "
+                         "or floats.")
+    if np.issubdtype(dtype, np.complexfloating):
+        raise InputError(f"{name} holds complex numbers; save the magnitude (or one part) as a "
+                         "real image.")
+    if 0 in tuple(int(s) for s in data.shape):
+        raise InputError(f"{name} has shape {tuple(data.shape)}: an axis of length 0 holds no "
+                         "pixels.")
+    return data
+
+
+class ImageFile:
+    """A lazily read image file whose read errors name the file and the plane.
+
+    A truncated TIFF opens fine (its header is intact) and fails only when a damaged plane is
+    read, in the middle of a run: this wrapper turns that failure into an :class:`InputError`
+    that says which file and which slice, instead of a decoder's traceback.
+
+    Parameters
+    ----------
+    data : array-like
+        The opened array (tifffile's zarr view).
+    path : Path
+        The file, for messages.
+    """
+
+    def __init__(self, data, path: Path) -> None:
+        self.data = data
+        self.path = Path(path)
+        self.shape = tuple(int(s) for s in data.shape)
+        self.dtype = np.dtype(data.dtype)
+        self.ndim = len(self.shape)
+
+    def __getitem__(self, key):
+        try:
+            return self.data[key]
+        except (IndexError, TypeError):
+            raise
+        except Exception as exc:
+            where = key if isinstance(key, tuple) else (key,)
+            lead = [int(k) for k in where if isinstance(k, (int, np.integer))]
+            plane = (f" at slice {lead[0]}" if len(lead) == 1
+                     else f" at index {tuple(lead)}" if lead else "")
+            raise InputError(f"Cannot read {self.path}{plane} (the file may be truncated or "
+                             f"damaged: {type(exc).__name__}: {exc}).") from exc
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = np.asarray(self[...])
+        return out if dtype is None else out.astype(dtype)
 
 
 class AxisView:
@@ -189,9 +280,11 @@ def planes_view(data, axis: int = 0, rgb: bool = False):
     Raises
     ------
     InputError
-        The data is not 2-D to 4-D (3-D to 5-D with ``rgb``), or ``axis`` is not one of its
-        axes (the channel axis of RGB data cannot be the slice axis).
+        The data is not 2-D to 4-D (3-D to 5-D with ``rgb``), holds no numbers or no pixels,
+        or ``axis`` is not one of its axes (the channel axis of RGB data cannot be the slice
+        axis).
     """
+    check_array(data)
     plane_ndim = 3 if rgb else 2
     ndim = int(data.ndim)
     kind = "RGB " if rgb else ""
@@ -228,8 +321,8 @@ def plane_indices(view, rgb: bool = False, slices: slice | None = None) -> list[
         return [()]
     first = range(lead[0])[slices] if slices is not None else range(lead[0])
     if len(first) == 0:
-        raise InputError(f"The slice range selects no plane of the {lead[0]} along the "
-                         "slice axis.")
+        raise InputError(f"The slice range {format_slice(slices)} selects no plane: the slice "
+                         f"axis has {lead[0]} positions (0 to {lead[0] - 1}).")
     rest = list(np.ndindex(*lead[1:]))
     return [(int(z), *map(int, r)) for z in first for r in rest]
 
@@ -251,7 +344,18 @@ def parse_slices(text: str | None) -> slice | None:
         nums = []
     if not 1 <= len(parts) <= 3 or not nums:
         raise InputError(f"--slices {text!r}: expected START:STOP (e.g. 0:10) or one index.")
+    if len(nums) == 3 and nums[2] is not None and nums[2] <= 0:
+        raise InputError(f"--slices {text!r}: the step must be a positive whole number.")
     if len(nums) == 1:
         k = nums[0]
         return slice(k, None if k == -1 else k + 1)
     return slice(*nums)
+
+
+def format_slice(s: slice | None) -> str:
+    """A slice the way a user types it: ``slice(7, 9)`` -> ``"7:9"``."""
+    if s is None:
+        return ":"
+    text = ("" if s.start is None else str(s.start)) + ":" + ("" if s.stop is None else str(s.stop))
+    return text + (f":{s.step}" if s.step not in (None, 1) else "")
+

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..engine.encoding import SliceRef
 from .io import plane_indices, planes_view, read_image
+from .validate import check_window
 
 _OPENED: dict[tuple, object] = {}
 _OPENED_LOCK = threading.Lock()
@@ -53,6 +54,9 @@ class StackJob:
     rgb: bool = False
     window: tuple[float, float] | None = None
     slices: slice | None = None
+
+    def __post_init__(self) -> None:
+        check_window(self.window)
 
     @property
     def is_file(self) -> bool:

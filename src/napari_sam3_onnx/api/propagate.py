@@ -16,6 +16,7 @@ from ..engine.store import EmbeddingStore
 from ..models.errors import PromptError
 from .bundles import Bundle
 from .io import planes_view
+from .validate import check_object_id, check_seeds, check_window
 
 __all__ = ["Seed", "propagate"]
 
@@ -82,15 +83,25 @@ def propagate(
     PromptError
         A 2-D image, bad seeds or object ids.
     """
-    if any(int(oid) <= 0 for oid in seeds):
-        raise PromptError("Object ids must be positive integers (they become label values).")
+    for oid in seeds:
+        check_object_id(oid)
     view = planes_view(data, axis, rgb)
     if view.ndim - (3 if rgb else 2) < 1:
         raise PromptError(STACK_NEEDED)
-    win = None if window is None else (float(window[0]), float(window[1]))
+    win = check_window(window)
+    _check_fixed(view, fixed, rgb)
     refs = refs_along_axis(view, 0, fixed, rgb, win, source=image)
     if len(refs) < 2:
         raise PromptError(STACK_NEEDED)
+    if stop_after_absent is not None and int(stop_after_absent) < 1:
+        raise PromptError(f"stop_after_absent={stop_after_absent}: give 1 or more slices "
+                          "(or None to never stop).")
+    if index_range is not None:
+        lo, hi = (int(v) for v in index_range)
+        if not 0 <= lo < hi <= len(refs):
+            raise PromptError(f"index_range ({lo}, {hi}) is not a non-empty range inside the "
+                              f"stack's {len(refs)} slices (0 to {len(refs)}).")
+    check_seeds(seeds, len(refs), refs[0].plane_shape, index_range)
     labels = np.zeros((len(refs), *refs[0].plane_shape), np.int32)
     st = None if store is None else bundle.open_store(store)
     encoder = bundle.encoder(st, EmbeddingCache())
@@ -98,3 +109,17 @@ def propagate(
                         stop_after_absent, progress, cancelled, on_slice=LabelWriter(labels),
                         keep_outputs=False)
     return labels, result
+
+
+def _check_fixed(view, fixed: Sequence[int], rgb: bool) -> None:
+    """``fixed`` indexes the leading axes after the first (4-D data), each in range."""
+    lead = tuple(view.shape[1:view.ndim - (3 if rgb else 2)])
+    fixed = tuple(fixed)
+    if len(fixed) != len(lead):
+        raise PromptError(f"Data with leading axes {tuple(view.shape[:len(lead) + 1])} needs "
+                          f"{len(lead)} fixed index(es) for the other axes (--fixed), got "
+                          f"{len(fixed)}.")
+    for k, (i, n) in enumerate(zip(fixed, lead, strict=True)):
+        if not 0 <= int(i) < n:
+            raise PromptError(f"Fixed index {i} is outside axis {k + 1} of the data "
+                              f"(0 to {n - 1}).")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -16,6 +17,7 @@ from ..engine.tiled_search import search_tiled
 from ..engine.tiling import TileSettings, as_tiling
 from ..models.base import Capability
 from .bundles import Bundle
+from .io import InputError
 from .jobs import StackJob
 
 #: Table columns before the ``index_<k>`` columns (one per leading axis of the image).
@@ -97,6 +99,10 @@ def iter_search_text(
     (cached in ``bundle.texts``). See :func:`search_text` for the parameters.
     """
     phrases = _phrases(concepts)
+    if not (math.isfinite(float(floor)) and 0.0 <= float(floor) <= 1.0):
+        raise InputError(f"floor={floor}: scores lie between 0 and 1.")
+    if int(min_area) < 0:
+        raise InputError(f"min_area={min_area}: give 0 (keep all) or more pixels.")
     texts = bundle.texts
     job = StackJob(data, image, axis, rgb, window, slices)
     view = job.view()

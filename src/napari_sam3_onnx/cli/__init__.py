@@ -7,20 +7,25 @@ objects through z or t) and ``store verify`` (check, and repair, an embedding st
 ``--help``. All of them call :mod:`napari_sam3_onnx.api`.
 
 Exit codes: 0 success; 1 a handled error (a missing or damaged model file, a bundle that cannot
-do what was asked, a checksum mismatch); 2 bad input (an unreadable or wrongly shaped image, an
-unknown bundle id, a bad option or prompt, or a failed download); 130 interrupted with Ctrl+C
-(finished store entries are kept: run the same command again to resume).
+do what was asked, a checksum mismatch, an unexpected failure, still reported in one line); 2 bad
+input (an unreadable or wrongly shaped image, an unknown bundle id, a bad option or prompt, an
+output that exists without --overwrite or would replace an input, or a failed download); 128 +
+the signal number when interrupted: 130 Ctrl+C, 143 SIGTERM, 129 SIGHUP (finished store entries
+are kept, partial outputs deleted: run the same command again to resume).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from ..api.io import InputError
 from ..models.errors import PromptError, Sam3OnnxError
 from ..models.registry import UnknownBundleError
+from .signals import RunRecord, exit_code, signals_as_interrupt
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -32,13 +37,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="napari-sam3-onnx",
         description="SAM 3 through ONNX Runtime: bundles, embeddings and batch segmentation.",
-        epilog="exit codes: 0 ok, 1 handled error, 2 bad input, 130 interrupted (resumable). "
+        epilog="exit codes: 0 ok, 1 handled error, 2 bad input, 130 Ctrl+C, 143 SIGTERM, "
+        "129 SIGHUP (interrupted: finished store entries kept, partial outputs deleted). "
         "Run 'napari-sam3-onnx COMMAND --help' for a command's options.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     bundle_cmds.add_parsers(sub)
     batch_cmds.add_parsers(sub)
     store_cmds.add_parsers(sub)
+    for command in sub.choices.values():  # progress bars draw only on a terminal anyway
+        command.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     return parser
 
 
@@ -49,18 +57,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: 2 after a usage error, 0 after --help
         return int(exc.code or 0)
+    record = args.record = RunRecord()
     try:
-        return int(args.func(args))
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished slices are kept; run the same command again to resume.",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
+        with signals_as_interrupt(), warnings.catch_warnings():
+            warnings.showwarning = _warn_line
+            return int(args.func(args))
+    except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM / SIGHUP (signals.Terminated)
+        what = getattr(exc, "name", "Ctrl+C")
+        print(f"\ninterrupted ({what}): {record.kept()}", file=sys.stderr)
+        return exit_code(exc)
     except (InputError, PromptError, UnknownBundleError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (Sam3OnnxError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
+    except Exception as exc:  # a bug or an unforeseen input: still one line, never a traceback
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"error: {type(exc).__name__}: {_one_line(exc)} (unexpected; set {DEBUG_ENV}=1 "
+              "for the traceback and please report it)", file=sys.stderr)
+        return EXIT_ERROR
+
+
+#: Set to 1 to let an unexpected error's traceback through.
+DEBUG_ENV = "NAPARI_SAM3_ONNX_DEBUG"
+
+
+def _warn_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one ``warning: ...`` line on stderr (no file name and source line)."""
+    print(f"warning: {_one_line(message)}", file=sys.stderr)
+
+
+def _one_line(exc: BaseException | Warning | str) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:600]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,32 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import sys
 import textwrap
-from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
 from ..models.errors import DownloadError, Sam3OnnxError
-from ..models.registry import KNOWN_BUNDLES, BundleSpec, get_bundle, home_dir
-from .output import Bar
+from ..models.registry import KNOWN_BUNDLES, get_bundle, home_dir
+from .progress import FileBars
 
 EXIT_BAD_INPUT = 2
-HF = "https://huggingface.co"
 #: Environment variable naming a Hugging Face mirror (as huggingface_hub reads it).
 ENDPOINT_ENV = "HF_ENDPOINT"
-
-
-def _with_endpoint(spec: BundleSpec, endpoint: str | None) -> BundleSpec:
-    """``spec`` with its Hugging Face URLs pointed at a mirror (None: unchanged)."""
-    if not endpoint:
-        return spec
-    base = endpoint.rstrip("/")
-    files = tuple(replace(f, url=base + f.url[len(HF):]) if f.url.startswith(HF) else f
-                  for f in spec.files)
-    return replace(spec, files=files)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -37,10 +24,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     rows = [("id", "capabilities", "precision", "download", "on disk")]
     for spec in KNOWN_BUNDLES:
-        folder = bundle_dir(spec.id)
         rows.append((spec.id, ",".join(sorted(spec.capabilities)), spec.precision,
-                     "yes" if spec.downloadable else "by hand",
-                     "yes" if folder.is_dir() and any(folder.iterdir()) else "no"))
+                     "yes" if spec.downloadable else "by hand", _on_disk(bundle_dir(spec.id))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
@@ -52,15 +37,25 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _on_disk(folder: Path) -> str:
+    """``yes``, ``no`` or why the folder cannot be looked at (one bad folder stops nothing)."""
+    try:
+        return "yes" if folder.is_dir() and any(folder.iterdir()) else "no"
+    except PermissionError:
+        return "unreadable (permission denied)"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or type(exc).__name__})"
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
     """Download a registered bundle with a progress bar; 2 when the download fails."""
     from ..models.download import download_bundle
 
-    spec = _with_endpoint(get_bundle(args.id), args.endpoint or os.environ.get(ENDPOINT_ENV))
-    bars = _FileBars()
-    token = args.token or os.environ.get("HF_TOKEN")
+    spec = get_bundle(args.id)
+    bars = FileBars(quiet=args.quiet)
     try:
-        folder = download_bundle(spec, args.dest, bars, token, retries=args.retries)
+        folder = download_bundle(spec, args.dest, bars, args.token, endpoint=args.endpoint,
+                                 retries=args.retries)
     except DownloadError as exc:
         bars.close()
         print(f"error: {exc}", file=sys.stderr)
@@ -69,24 +64,6 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         bars.close()
     print(f"{spec.id}: verified, in {folder}")
     return 0
-
-
-class _FileBars:
-    """One progress bar per file, the previous one closed when the next file starts."""
-
-    def __init__(self) -> None:
-        self.bar: Bar | None = None
-
-    def __call__(self, name: str, done: int, total: int | None) -> None:
-        if self.bar is None or self.bar.label != name:
-            self.close()
-            self.bar = Bar(name, unit="B")
-        self.bar.update(done, total)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -126,11 +103,18 @@ def _bundle_report(folder: Path, hashes: bool) -> str:
         spec = None
     try:
         layout = recognise(folder)[0].layout
+    except PermissionError:
+        return f"{folder.name}: unreadable (permission denied); skipped"
     except Sam3OnnxError as exc:
-        layout = f"not recognised ({str(exc).split('.')[0]})"
+        layout = f"not recognised ({str(exc).split('. ')[0]})"
+    except OSError as exc:
+        return f"{folder.name}: unreadable ({exc.strerror or exc}); skipped"
     if spec is None:
         return f"{folder.name}: not a registered id; layout {layout}"
-    problems = verify_folder(spec, folder, check_hashes=hashes)
+    try:
+        problems = verify_folder(spec, folder, check_hashes=hashes)
+    except OSError as exc:
+        return f"{folder.name}: unreadable ({exc.strerror or exc}); skipped"
     how = "sizes and SHA-256 checked" if hashes else "sizes checked (--hashes to hash)"
     if not problems:
         return f"{folder.name}: ok, layout {layout}, {len(spec.files)} files, {how}"
@@ -154,11 +138,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     roots = [home_dir() / "models", *(Path(r) for r in args.root or [])]
     bad = 0
     for root in roots:
-        folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        try:
+            folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        except OSError as exc:
+            print(f"bundles in {root}: unreadable ({exc.strerror or exc}); skipped")
+            bad += 1
+            continue
         print(f"bundles in {root}: {len(folders) or 'none'}")
         for folder in folders:
             line = _bundle_report(folder, args.hashes)
-            bad += "problem" in line or "not recognised" in line
+            bad += any(w in line for w in ("problem", "not recognised", "unreadable"))
             print(f"  {line}")
     return 1 if bad and args.strict else 0
 
@@ -183,16 +172,23 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("fetch", help="download and verify a bundle", formatter_class=fmt,
                        description=_wrap(
-                       "Download every file of a registered bundle, resuming partial "
-                       "files, and verify sizes and SHA-256 hashes before a file is put in place.\n"
-                       "If the download fails (offline, server error, unpublished files) the "
-                       "message says which files to place by hand and where; exit code 2."),
+                       "Download every file of a registered bundle through huggingface_hub "
+                       "into your Hugging Face cache ($HF_HOME, shared with other tools; the "
+                       "bundle folder links to it), or into --dest. Each file is checked (an "
+                       "ONNX header for .onnx, the published size and SHA-256, or the hash "
+                       "recorded at the first download) before the bundle uses it.\n"
+                       "Gated repositories take --token, $HF_TOKEN or 'hf auth login'; "
+                       "$HF_ENDPOINT (or --endpoint) names a mirror; with $HF_HUB_OFFLINE=1 "
+                       "only cached files are used. If the download fails the message says "
+                       "which files to place by hand and where; exit code 2."),
                        epilog="example: napari-sam3-onnx fetch hf-tracker")
     p.add_argument("id", help="bundle id (see 'napari-sam3-onnx list')")
-    p.add_argument("--dest", type=Path, help="target folder (default: <home>/models/<id>)")
+    p.add_argument("--dest", type=Path, help="fetch the files into this folder instead of the "
+                   "Hugging Face cache (default: the cache, linked from <home>/models/<id>)")
     p.add_argument("--token", help="Hugging Face access token for gated repos (or $HF_TOKEN)")
     p.add_argument("--endpoint", help=f"Hugging Face mirror URL (or ${ENDPOINT_ENV})")
-    p.add_argument("--retries", type=int, default=3, help="extra attempts per file (default 3)")
+    p.add_argument("--retries", type=int, default=0, help="extra attempts per file after "
+                   "huggingface_hub's own retries (default 0)")
     p.set_defaults(func=cmd_fetch)
 
     p = sub.add_parser("inspect", help="recognise a bundle folder and print what it can do",

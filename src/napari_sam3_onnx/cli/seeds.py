@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
 from ..api.io import InputError, read_image
+from ..api.validate import MAX_LABEL
 from ..engine.propagation_types import Seed
 
 
@@ -29,20 +31,28 @@ def add_seed_args(p: argparse.ArgumentParser) -> None:
 
 
 def _obj_z(values, n: int, what: str) -> tuple[int, int]:
+    text = " ".join(f"{v:g}" for v in values)
+    if not all(math.isfinite(v) for v in values):
+        raise InputError(f"{what} {text}: every value must be a finite number.")
     obj, z = values[0], values[1]
-    if obj != int(obj) or obj <= 0:
-        raise InputError(f"{what}: the object id must be a positive integer, got {obj:g}.")
+    if obj != int(obj) or not 1 <= obj <= MAX_LABEL:
+        raise InputError(f"{what} {text}: the object id must be a positive integer up to "
+                         f"{MAX_LABEL} (it becomes an int32 label value), got {obj:g}.")
     if z != int(z) or not 0 <= z < n:
-        raise InputError(f"{what}: slice {z:g} is outside the stack (0..{n - 1}).")
+        raise InputError(f"{what} {text}: slice {z:g} is outside the stack (0 to {n - 1}).")
     return int(obj), int(z)
 
 
 def _mask_seeds(args: argparse.Namespace, n: int, plane_shape) -> dict[int, list[Seed]]:
     labels = read_image(args.seed_labels)
+    if not (np.issubdtype(labels.dtype, np.integer) or labels.dtype == np.bool_):
+        raise InputError(f"--seed-labels {args.seed_labels} holds {labels.dtype} values; a "
+                         "labels image holds whole numbers (0 = background).")
     seeds: dict[int, list[Seed]] = defaultdict(list)
     if labels.ndim == 2:
         if args.seed_slice is None or not 0 <= args.seed_slice < n:
-            raise InputError("A 2-D --seed-labels needs --seed-slice Z inside the stack.")
+            raise InputError(f"A 2-D --seed-labels needs --seed-slice Z inside the stack (0 to "
+                             f"{n - 1}); got {args.seed_slice}.")
         planes = [(args.seed_slice, np.asarray(labels))]
     elif labels.ndim == 3 and labels.shape[0] == n:
         planes = ((z, np.asarray(labels[z])) for z in range(n))
@@ -53,7 +63,12 @@ def _mask_seeds(args: argparse.Namespace, n: int, plane_shape) -> dict[int, list
         if plane.shape != tuple(plane_shape):
             raise InputError(f"--seed-labels planes are {plane.shape}, the image's "
                              f"{tuple(plane_shape)}.")
-        for oid in np.unique(plane):
+        ids = np.unique(plane)
+        if ids[0] < 0 or ids[-1] > MAX_LABEL:
+            raise InputError(f"--seed-labels {args.seed_labels} holds the value "
+                             f"{ids[0] if ids[0] < 0 else ids[-1]}; object ids run from 1 to "
+                             f"{MAX_LABEL} (0 = background).")
+        for oid in ids:
             if oid > 0:
                 seeds[int(oid)].append(Seed.from_mask(z, plane == oid))
     return seeds
@@ -91,5 +106,7 @@ def build_seeds(args: argparse.Namespace, view) -> dict[int, list[Seed]]:
         for obj, more in _mask_seeds(args, n, plane_shape).items():
             seeds[obj].extend(more)
     if not seeds:
-        raise InputError("Give at least one seed: --click OBJ Z ROW COL, --box or --seed-labels.")
+        where = f" ({args.seed_labels} holds no object id > 0)" if args.seed_labels else ""
+        raise InputError("Give at least one seed: --click OBJ Z ROW COL, --box or "
+                         f"--seed-labels{where}.")
     return dict(seeds)

@@ -88,8 +88,8 @@ def plane_to_rgb(
     plane : numpy.ndarray
         ``(rows, cols)`` grayscale, or ``(rows, cols, 3|4)`` colour when ``rgb``.
     contrast_limits : tuple[float, float], optional
-        The display window. None: uint8 data is used as is; other dtypes use the plane's
-        min and max.
+        The display window. None: uint8 data is used as is, bool maps False/True to 0/255,
+        other dtypes use the plane's min and max (a constant plane maps to black).
     rgb : bool
         ``plane`` has colour channels (alpha is dropped).
 
@@ -116,9 +116,21 @@ def plane_to_rgb(
 
 
 def _default_limits(plane: np.ndarray) -> tuple[float, float]:
+    """The window used when the caller gives none: the plane's finite min and max.
+
+    ``bool`` planes use ``(0, 1)`` (False black, True white). A plane with one value (zero
+    padding, an empty mask image) has no contrast to stretch: it gets a window starting at that
+    value, so it maps to black like the blank it is, never to a white image the model would
+    find objects in.
+    """
     if plane.dtype == np.uint8:
         return 0.0, 255.0
+    if plane.dtype == np.bool_:
+        return 0.0, 1.0
     finite = plane[np.isfinite(plane)] if np.issubdtype(plane.dtype, np.floating) else plane
     if finite.size == 0:
         return 0.0, 1.0
-    return float(finite.min()), float(finite.max())
+    lo, hi = float(finite.min()), float(finite.max())
+    if hi <= lo:  # constant: keep lo -> 0 with a window wide enough to survive float rounding
+        return lo, lo + max(1.0, abs(lo))
+    return lo, hi

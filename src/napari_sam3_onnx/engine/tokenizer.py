@@ -22,7 +22,12 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-from ..models.errors import ModelFileMissingError, PromptError
+from ..models.errors import (
+    BundleFileError,
+    ModelFileMissingError,
+    ModelFileUnreadableError,
+    PromptError,
+)
 
 START = "<|startoftext|>"
 END = "<|endoftext|>"
@@ -105,6 +110,18 @@ class ClipTokenizer:
         path = Path(path)
         if not path.is_file():
             raise ModelFileMissingError(path, "SAM 3's text prompts need CLIP's BPE vocabulary.")
+        try:
+            return cls._load(path, context_length)
+        except PermissionError as exc:
+            raise ModelFileUnreadableError(path) from exc
+        except (ModelFileMissingError, ModelFileUnreadableError, BundleFileError):
+            raise
+        except Exception as exc:  # tokenizers' own Exception, JSONDecodeError, gzip errors
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise BundleFileError(path, reason) from exc
+
+    @classmethod
+    def _load(cls, path: Path, context_length: int) -> ClipTokenizer:
         if path.suffix == ".json":
             return cls(Tokenizer.from_file(str(path)), context_length)
         if path.name == "merges.txt" and (path.parent / "vocab.json").is_file():

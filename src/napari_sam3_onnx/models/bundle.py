@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .adapters import ADAPTERS
 from .base import SamAdapter
-from .errors import ModelFileMissingError, UnknownLayoutError
+from .errors import ModelFileMissingError, ModelFileUnreadableError, UnknownLayoutError
 from .graph_info import GraphSignature, read_signature
 from .runtime import RuntimeConfig
 
@@ -30,7 +30,15 @@ def read_folder(folder: Path | str) -> dict[str, GraphSignature]:
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelFileMissingError(folder, "Expected a folder holding the bundle's .onnx files.")
-    return {p.name: read_signature(p) for p in sorted(folder.glob("*.onnx"))}
+    try:
+        entries = sorted(p for p in folder.iterdir() if p.name.lower().endswith(".onnx"))
+    except PermissionError as exc:
+        raise ModelFileUnreadableError(folder, "bundle folder") from exc
+    if dirs := [p.name for p in entries if p.is_dir()]:
+        raise UnknownLayoutError(folder, [], note=(
+            f"{', '.join(dirs)} is a folder, not an .onnx file: put the graph files themselves "
+            f"in {folder} (a bundle is one folder of .onnx files, not folders inside it)"))
+    return {p.name: read_signature(p) for p in entries}
 
 
 def recognise(folder: Path | str) -> tuple[type[SamAdapter], dict[str, GraphSignature]]:
@@ -39,8 +47,26 @@ def recognise(folder: Path | str) -> tuple[type[SamAdapter], dict[str, GraphSign
     for adapter in ADAPTERS:
         roles = adapter.match(graphs)
         if roles is not None:
+            _refuse_second_bundle(folder, graphs, roles)
             return adapter, roles
     raise UnknownLayoutError(folder, [g.describe() for g in graphs.values()])
+
+
+def _refuse_second_bundle(folder: Path | str, graphs: dict[str, GraphSignature],
+                          roles: dict[str, GraphSignature]) -> None:
+    """Raise when the graphs left over after matching form a whole second bundle.
+
+    Matching takes the first graph that fits each role, so a folder holding two exports (or
+    two copies of one) would silently use whichever sorts first. Variants that share an
+    encoder (pagarcia's single/multi decoders) are one bundle: their leftovers match nothing.
+    """
+    used = {g.path.name for g in roles.values()}
+    rest = {n: g for n, g in graphs.items() if n not in used}
+    other = next((a.layout for a in ADAPTERS if rest and a.match(rest) is not None), None)
+    if other:
+        raise UnknownLayoutError(folder, [], note=(
+            f"it holds the graphs of a second {other} bundle ({', '.join(sorted(rest))}) "
+            f"besides {', '.join(sorted(used))}: put each bundle in its own folder"))
 
 
 def open_bundle(folder: Path | str, config: RuntimeConfig | None = None) -> SamAdapter:

@@ -83,6 +83,10 @@ class BundleSpec:
         Sources, caveats and what is not known (unpublished hashes, unpinned revisions).
     gated : bool
         True if the hub requires accepting a licence and an access token.
+    builder : str
+        Module that builds the bundle on this machine instead of downloading it (``""`` for a
+        download); it has ``build(folder)`` and ``definition_digest()``
+        (:mod:`~napari_sam3_onnx.models.local_bundles`).
     """
 
     id: str
@@ -97,6 +101,7 @@ class BundleSpec:
     precision: str
     notes: str
     gated: bool = False
+    builder: str = ""
 
     @property
     def page_url(self) -> str:
@@ -107,8 +112,8 @@ class BundleSpec:
 
     @property
     def downloadable(self) -> bool:
-        """Whether every file can be fetched by :func:`~.download.download_bundle`."""
-        return bool(self.files) and all(f.url for f in self.files)
+        """Whether :func:`~.download.download_bundle` can produce every file."""
+        return bool(self.builder) or (bool(self.files) and all(f.url for f in self.files))
 
 
 class UnknownBundleError(KeyError):

@@ -1,46 +1,62 @@
-"""Download a registered bundle with resume and verification, and check a folder against it.
+"""Download a registered bundle through ``huggingface_hub`` and certify it before use.
 
-Each file streams into ``<name>.part``; an interrupted transfer resumes with an HTTP ``Range``
-request. The SHA-256 (and size) is checked *before* the file is renamed into place, so a file
-under its final name is always a verified one. Where the publisher states no hash, the hash of
-the first download is recorded in :data:`RECORD_NAME` beside the files and every later copy is
-checked against it (trust on first use): that catches corruption and silent changes upstream,
-but not a file that was already wrong the first time. Only ``urllib`` is used, so proxies come
-from the usual environment variables; ``opener`` lets callers and tests supply their own.
+The transfer is the library's (:mod:`.hub_fetch`): files land in the user's Hugging Face cache,
+shared with every other tool (``$HF_HOME``), and the bundle folder holds links to them; with
+``dest`` they are fetched into that folder instead (the library's ``local_dir``). Tokens, mirrors
+(``$HF_ENDPOINT``) and offline mode (``$HF_HUB_OFFLINE``) work as the Hub's users know them.
+
+What this module adds is certification. A file appears under its name in the bundle folder only
+after it passed, in order: the content check (:mod:`.content_check`: an HTML page saved as
+``.onnx`` is refused), the published size, and the published SHA-256. Where the publisher
+states no hash, the hash of the first download that passed the content check is recorded in
+:data:`RECORD_NAME` beside the files and every later copy is checked against it (trust on first
+use): that catches corruption and silent changes upstream, but not a file that was already wrong
+the first time. A record that certified a file failing the content check (or one written before
+content checks existed) is replaced by the next good download.
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import os
-import re
 import shutil
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .content_check import content_problem
 from .errors import (
     ChecksumMismatchError,
+    ContentMismatchError,
     DownloadError,
     GatedModelError,
     RecordedChecksumMismatchError,
     SizeMismatchError,
 )
+from .hub_fetch import (
+    Progress,
+    check_endpoint,
+    effective_token,
+    fetch_url,
+    hub_download,
+    hub_error,
+    hub_location,
+    is_transient,
+)
+from .local_bundles import build_local_bundle
 from .registry import BundleSpec, FileSpec, bundle_dir
 
-#: ``progress(file_name, done_bytes, total_bytes)``; total is None when the server does not say.
-#: Raise from it to cancel: the ``.part`` file stays and the next call resumes it.
-Progress = Callable[[str, int, int | None], None]
+__all__ = ["RECORD_NAME", "Problem", "Progress", "download_bundle", "sha256_file",
+           "verify_folder"]
 
 #: Hashes recorded at the first download of files that have no published hash.
 RECORD_NAME = ".sha256-first-download.json"
+#: Folder inside ``dest`` where the library stages files before they are certified.
+STAGING = ".hf-download"
+#: Records written after a content check carry ``"checked": CHECKED``.
+CHECKED = 1
 CHUNK = 1 << 20
-USER_AGENT = "napari-sam3-onnx (urllib)"
 
 
 @dataclass(frozen=True)
@@ -52,7 +68,7 @@ class Problem:
     file : str
         File name inside the folder.
     kind : str
-        ``"missing"``, ``"size"`` or ``"sha256"``.
+        ``"missing"``, ``"content"``, ``"size"`` or ``"sha256"``.
     detail : str
         What was expected and found, for people.
     """
@@ -63,10 +79,6 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.file}: {self.detail}"
-
-
-class _Retry(Exception):
-    """A transient failure worth another attempt (connection lost, timeout, 5xx)."""
 
 
 def sha256_file(path: Path | str, chunk: int = CHUNK) -> str:
@@ -93,32 +105,41 @@ def _save_records(folder: Path, records: dict[str, dict]) -> None:
 
 
 def _expected(f: FileSpec, records: dict[str, dict]) -> tuple[str | None, bool]:
-    """The hash ``f`` must have and whether it comes from a first-download record."""
+    """The hash ``f`` must have and whether it comes from a first-download record.
+
+    Only records written after a content check count; older ones certify nothing.
+    """
     if f.sha256:
         return f.sha256.lower(), False
     rec = records.get(f.name)
-    if isinstance(rec, dict) and rec.get("url") == f.url and rec.get("sha256"):
+    if (isinstance(rec, dict) and rec.get("url") == f.url and rec.get("sha256")
+            and rec.get("checked") == CHECKED):
         return str(rec["sha256"]), True
     return None, False
 
 
-def _check_file(f: FileSpec, path: Path, records: dict[str, dict], hashes: bool) -> Problem | None:
+def _problem(f: FileSpec, path: Path, records: dict[str, dict], hashes: bool) -> Problem | None:
+    """What is wrong with ``path`` as the copy of ``f`` (None: it may be used)."""
     if not path.is_file():
         how = f"download {f.url}" if f.url else "not published; see the bundle's notes"
         return Problem(f.name, "missing", f"missing ({how})")
+    reason = content_problem(path)
+    if reason:
+        return Problem(f.name, "content", f"not what its name says: {reason}")
     size = path.stat().st_size
     if f.size is not None and size != f.size:
         return Problem(f.name, "size", f"{size} bytes, expected {f.size}")
-    expected, _ = _expected(f, records)
+    expected, recorded = _expected(f, records)
     if hashes and expected:
         actual = sha256_file(path)
         if actual != expected:
-            return Problem(f.name, "sha256", f"SHA-256 {actual}, expected {expected}")
+            source = "recorded at the first download" if recorded else "published"
+            return Problem(f.name, "sha256", f"SHA-256 {actual}, expected {expected} ({source})")
     return None
 
 
 def verify_folder(spec: BundleSpec, folder: Path | str, check_hashes: bool = True) -> list[Problem]:
-    """Check that ``folder`` holds every file of ``spec`` with the right size and hash.
+    """Check that ``folder`` holds every file of ``spec`` with the right content, size and hash.
 
     Parameters
     ----------
@@ -127,7 +148,7 @@ def verify_folder(spec: BundleSpec, folder: Path | str, check_hashes: bool = Tru
     folder : Path or str
         The folder to check.
     check_hashes : bool
-        Also hash every file (slow for GB-sized encoders); sizes are always checked.
+        Also hash every file (slow for GB-sized encoders); content and sizes are always checked.
 
     Returns
     -------
@@ -137,7 +158,7 @@ def verify_folder(spec: BundleSpec, folder: Path | str, check_hashes: bool = Tru
     """
     folder = Path(folder)
     records = _load_records(folder)
-    found = (_check_file(f, folder / f.name, records, check_hashes) for f in spec.files)
+    found = (_problem(f, folder / f.name, records, check_hashes) for f in spec.files)
     return [p for p in found if p is not None]
 
 
@@ -152,211 +173,213 @@ def download_bundle(
     dest: Path | str | None = None,
     progress: Progress | None = None,
     token: str | None = None,
-    opener: urllib.request.OpenerDirector | None = None,
     *,
-    retries: int = 3,
-    timeout: float = 60.0,
+    endpoint: str | None = None,
+    cache_dir: Path | str | None = None,
+    retries: int = 0,
     retry_wait: float = 2.0,
 ) -> Path:
-    """Download every published file of ``spec`` into ``dest`` and verify it.
+    """Download every published file of ``spec``, certify it and return the bundle folder.
 
     Parameters
     ----------
     spec : BundleSpec
         The bundle to fetch.
     dest : Path or str, optional
-        Target folder; default :func:`~.registry.bundle_dir` of ``spec.id``.
+        Fetch the files into this folder. Default: into the Hugging Face cache, linked from
+        :func:`~.registry.bundle_dir` of ``spec.id``.
     progress : callable, optional
-        ``progress(file_name, done_bytes, total_bytes)`` after each chunk (and once for files
-        already in place). Raising from it cancels; the partial file is kept for resuming.
+        ``progress(file_name, done_bytes, total_bytes)`` as bytes arrive (and once for files
+        already in place). Raising from it cancels: the file being fetched is not kept
+        (neither ``huggingface_hub`` nor this module keeps partial files); certified ones stay.
     token : str, optional
-        Hugging Face access token, sent only to the first host (never along redirects).
-    opener : urllib.request.OpenerDirector, optional
-        Opener to use; default ``urllib.request.build_opener()``.
+        Hugging Face access token; default the one ``huggingface_hub`` finds (``$HF_TOKEN``,
+        ``hf auth login``).
+    endpoint : str, optional
+        A Hugging Face mirror; default ``$HF_ENDPOINT`` or the Hub.
+    cache_dir : Path or str, optional
+        The Hugging Face cache; default ``$HF_HOME/hub``.
     retries : int
-        Extra attempts per file after a transient failure; each resumes where the last stopped.
-    timeout : float
-        Socket timeout in seconds.
+        Extra attempts per file after a transient failure (no connection, a 5xx answer, a
+        connection lost mid-file), on top of the library's own retries with back-off (about
+        25 s before it gives up on an unreachable host).
     retry_wait : float
         Seconds to wait before the first retry (doubled each time).
-
-    Returns
-    -------
-    Path
-        The bundle folder.
 
     Raises
     ------
     GatedModelError
-        The repository is gated and no token was given, or the hub refused the token.
+        The repository is gated and no token was found, or the hub refused to answer without
+        one; :class:`~.errors.TokenAccessError` when the token sent lacks access.
     DownloadError
-        No network, server error, a file not found at the pinned revision, not enough disk
-        space, or files that are not published; the message names the folder and the files to
-        place there by hand.
-    ChecksumMismatchError, SizeMismatchError
-        A downloaded file is not the published one; it is deleted, nothing is put in place.
+        Not a URL as ``endpoint``, no network, offline mode, a server error, a file not found
+        at the pinned revision, or files that are not published; the message names the folder
+        and the files to place there by hand.
+    ContentMismatchError, ChecksumMismatchError, SizeMismatchError
+        A downloaded file is not the published one; it is deleted and nothing is recorded.
     """
+    if spec.builder:  # built on this machine (the toy): nothing to download
+        return build_local_bundle(spec, dest)
+    endpoint = check_endpoint(endpoint)
+    check_endpoint(os.environ.get("HF_ENDPOINT"))
     folder = Path(dest) if dest is not None else bundle_dir(spec.id)
     if not spec.files:
-        raise DownloadError(
-            f"The {spec.title} bundle has no pinned file list. {spec.notes} "
-            f"{_by_hand(spec, folder, [])}"
-        )
+        raise DownloadError(f"The {spec.title} bundle has no pinned file list. {spec.notes} "
+                            f"{_by_hand(spec, folder, [])}")
     missing = [f for f in spec.files if not (folder / f.name).is_file()]
-    if spec.gated and not token:
+    known = effective_token(token)  # what the library would send, for the gated check
+    if spec.gated and not known:
         raise GatedModelError(spec.source_repo, spec.page_url, folder, [f.name for f in missing])
     folder.mkdir(parents=True, exist_ok=True)
-    opener = opener or urllib.request.build_opener()
-    report = progress or (lambda _name, _done, _total: None)
-    records = _load_records(folder)
+    job = _Job(spec, folder, dest is not None, progress or (lambda *_: None),
+               token or (known if spec.gated else None), known, endpoint,
+               Path(cache_dir) if cache_dir is not None else None, retries, retry_wait)
     for f in spec.files:
-        target = folder / f.name
-        if not f.url or (target.is_file() and _check_file(f, target, records, True) is None):
-            if target.is_file():
-                report(f.name, target.stat().st_size, target.stat().st_size)
-                if not f.sha256 and f.url and f.name not in records:
-                    records[f.name] = {
-                        "url": f.url,
-                        "sha256": sha256_file(target),
-                        "size": target.stat().st_size,
-                    }
-                    _save_records(folder, records)
-            continue
-        expected, recorded = _expected(f, records)
-        attempt = 0
-        while True:
-            try:
-                digest, size = _fetch(f, target, expected, opener, token, report, timeout)
-                break
-            except _Retry as exc:
-                if attempt >= retries:
-                    left = [g for g in spec.files if not (folder / g.name).is_file()]
-                    raise DownloadError(
-                        f"Could not download {f.url} ({exc}). Check the network and try again "
-                        "(the partial file is kept and the download resumes), or: "
-                        f"{_by_hand(spec, folder, left)}"
-                    ) from exc
-                time.sleep(retry_wait * 2**attempt)
-                attempt += 1
-            except ChecksumMismatchError as exc:
-                if recorded:
-                    raise RecordedChecksumMismatchError(
-                        target, exc.expected, exc.actual, folder / RECORD_NAME
-                    ) from None
-                raise
-            except urllib.error.HTTPError as exc:
-                raise _http_error(exc, spec, f, folder) from None
-        if not f.sha256:
-            records[f.name] = {"url": f.url, "sha256": digest, "size": size}
-            _save_records(folder, records)
+        if f.url:
+            job.fetch(f)
+    if dest is not None:
+        shutil.rmtree(folder / STAGING, ignore_errors=True)
     unpublished = [f for f in spec.files if not (folder / f.name).is_file()]
     if unpublished:
-        raise DownloadError(
-            f"Downloaded what is published, but some files of {spec.title} are "
-            f"not: {spec.notes} Place them in {folder}: "
-            f"{', '.join(f.name for f in unpublished)}."
-        )
+        raise DownloadError(f"Downloaded what is published, but some files of {spec.title} are "
+                            f"not: {spec.notes} Place them in {folder}: "
+                            f"{', '.join(f.name for f in unpublished)}.")
     return folder
 
 
-def _http_error(
-    exc: urllib.error.HTTPError, spec: BundleSpec, f: FileSpec, folder: Path
-) -> DownloadError:
-    left = [g for g in spec.files if not (folder / g.name).is_file()]
-    if exc.code in (401, 403):
-        return GatedModelError(
-            spec.source_repo or f.url, spec.page_url or f.url, folder, [g.name for g in left]
-        )
-    what = "not found at the pinned revision" if exc.code == 404 else f"refused ({exc.reason})"
-    return DownloadError(f"{f.url}: HTTP {exc.code}, {what}. {_by_hand(spec, folder, left)}")
+@dataclass
+class _Job:
+    """One bundle download: where files go and how they are fetched."""
 
+    spec: BundleSpec
+    folder: Path
+    local: bool  # True: files fetched into the folder; False: the HF cache, linked from it
+    report: Progress
+    token: str | None  # sent explicitly (else the library sends its own, if any)
+    known_token: str | None  # the token the hub saw, for the messages
+    endpoint: str | None
+    cache_dir: Path | None
+    retries: int
+    retry_wait: float
 
-def _fetch(
-    f: FileSpec,
-    target: Path,
-    expected: str | None,
-    opener: urllib.request.OpenerDirector,
-    token: str | None,
-    report: Progress,
-    timeout: float,
-) -> tuple[str, int]:
-    """One attempt at ``f``: resume ``<target>.part``, verify, rename; return (sha256, size)."""
-    part = target.with_name(target.name + ".part")
-    offset = part.stat().st_size if part.is_file() else 0
-    if f.size is not None and offset > f.size:
-        part.unlink()
-        offset = 0
-    request = urllib.request.Request(f.url, headers={"User-Agent": USER_AGENT})
-    if offset:
-        request.add_header("Range", f"bytes={offset}-")
-    if token:
-        request.add_unredirected_header("Authorization", f"Bearer {token}")
-    try:
-        response = opener.open(request, timeout=timeout)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 416 and offset:  # the .part may already hold the whole file
+    def fetch(self, f: FileSpec) -> None:
+        """Put a certified copy of ``f`` in the folder (keep one that is already there)."""
+        target = self.folder / f.name
+        records = _load_records(self.folder)
+        if target.is_file():
+            problem = _problem(f, target, records, True)
+            if problem is None:
+                self._record(f, target, records)
+                self.report(f.name, target.stat().st_size, target.stat().st_size)
+                return
+            if problem.kind == "content":
+                self._forget_if_certified(f, target, records)
+        for attempt in range(self.retries + 1):
             try:
-                return _finish(f, target, part, expected, sha256_file(part), offset)
-            except (ChecksumMismatchError, SizeMismatchError):  # stale .part, now deleted
-                raise _Retry("the partial file did not match; starting again") from exc
-        if exc.code in (408, 429) or exc.code >= 500:
-            raise _Retry(f"HTTP {exc.code} {exc.reason}") from exc
-        raise
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-        raise _Retry(getattr(exc, "reason", None) or exc) from exc
-    with response:
-        status = getattr(response, "status", None) or response.getcode()
-        total = _total(response, offset if status == 206 else 0, f.size)
-        if status != 206:
-            offset = 0
-        elif not response.headers.get("Content-Range", "").startswith(f"bytes {offset}-"):
-            part.unlink()
-            raise _Retry("the server resumed at the wrong byte; starting again")
-        if total is not None and shutil.disk_usage(target.parent).free < total - offset:
-            raise DownloadError(
-                f"Not enough free disk space in {target.parent} for {f.name} "
-                f"({total - offset} bytes needed)."
-            )
-        digest = hashlib.sha256()
-        if offset:
-            with open(part, "rb") as old:
-                while block := old.read(CHUNK):
-                    digest.update(block)
-        done = offset
-        report(f.name, done, total)
-        with open(part, "ab" if offset else "wb") as out:
-            while True:
-                try:
-                    block = response.read(CHUNK)
-                except (OSError, http.client.HTTPException) as exc:
-                    raise _Retry(f"connection lost after {done} bytes ({exc!r})") from exc
-                if not block:
-                    break
-                out.write(block)
-                digest.update(block)
-                done += len(block)
-                report(f.name, done, total)
-    if total is not None and done < total:
-        raise _Retry(f"connection closed after {done} of {total} bytes")
-    return _finish(f, target, part, expected, digest.hexdigest(), done)
+                self._fetch_once(f, target, records)
+                return
+            except Exception as exc:  # the library's errors, classified below
+                last = attempt == self.retries
+                if not is_transient(exc) or last:
+                    error = self._error(exc, f)
+                    if error is None:
+                        raise
+                    raise error from None
+            time.sleep(self.retry_wait * 2**attempt)
+
+    def _fetch_once(self, f: FileSpec, target: Path, records: dict[str, dict]) -> None:
+        where = hub_location(f.url)
+        if where is None:
+            part = target.with_name(target.name + ".part")
+            try:  # the client resumes within the call; a failed call keeps nothing, as the hub's
+                fetch_url(f.url, part, name=f.name, report=self.report, size=f.size)
+            except BaseException:
+                part.unlink(missing_ok=True)
+                raise
+            self._certify(f, part, records, discard=part.unlink)
+            os.replace(part, target)
+            return
+        repo, revision, path = where
+        for force in (False, True):
+            local, sent = hub_download(
+                repo, path, revision, name=f.name, report=self.report, token=self.token,
+                endpoint=self.endpoint, cache_dir=self.cache_dir,
+                local_dir=self.folder / STAGING if self.local else None, force=force)
+            if not sent:
+                self.report(f.name, local.stat().st_size, local.stat().st_size)
+            try:
+                self._certify(f, local, records, discard=lambda p=local: _discard(p))
+                break
+            except (ContentMismatchError, ChecksumMismatchError, SizeMismatchError):
+                if sent or force:  # just downloaded: the server's file is wrong
+                    raise
+        if self.local:
+            os.replace(local, target)
+        else:
+            _link(local, target)
+
+    def _certify(self, f: FileSpec, path: Path, records: dict[str, dict], discard) -> None:
+        """Content, size, hash of a fresh copy; record a first-use hash; delete it if bad."""
+        reason = content_problem(path)
+        if reason:
+            discard()
+            raise ContentMismatchError(f.name, f.url, reason, self.folder)
+        size = path.stat().st_size
+        if f.size is not None and size != f.size:
+            discard()
+            raise SizeMismatchError(self.folder / f.name, f.size, size)
+        expected, recorded = _expected(f, records)
+        actual = sha256_file(path)
+        if expected and actual != expected:
+            discard()
+            if recorded:
+                raise RecordedChecksumMismatchError(
+                    self.folder / f.name, expected, actual, self.folder / RECORD_NAME)
+            raise ChecksumMismatchError(self.folder / f.name, expected, actual)
+        if not f.sha256:
+            records[f.name] = {"url": f.url, "sha256": actual, "size": size, "checked": CHECKED}
+            _save_records(self.folder, records)
+
+    def _record(self, f: FileSpec, path: Path, records: dict[str, dict]) -> None:
+        """Record the hash of a file found in place that passed every check, if unrecorded."""
+        if f.sha256 or _expected(f, records)[1]:
+            return
+        records[f.name] = {"url": f.url, "sha256": sha256_file(path),
+                           "size": path.stat().st_size, "checked": CHECKED}
+        _save_records(self.folder, records)
+
+    def _forget_if_certified(self, f: FileSpec, path: Path, records: dict[str, dict]) -> None:
+        """Drop a first-use record that certified ``path``, a file failing the content check."""
+        rec = records.get(f.name)
+        if isinstance(rec, dict) and rec.get("sha256") == sha256_file(path):
+            del records[f.name]
+            _save_records(self.folder, records)
+
+    def _error(self, exc: BaseException, f: FileSpec) -> DownloadError | None:
+        left = [g for g in self.spec.files if not (self.folder / g.name).is_file()]
+        return hub_error(exc, repo=self.spec.source_repo, page_url=self.spec.page_url,
+                         url=f.url, token=self.known_token, folder=self.folder,
+                         by_hand=_by_hand(self.spec, self.folder, left),
+                         left=[g.name for g in left])
 
 
-def _total(response: http.client.HTTPResponse, offset: int, published: int | None) -> int | None:
-    match = re.search(r"/(\d+)\s*$", response.headers.get("Content-Range", ""))
-    if match:
-        return int(match.group(1))
-    length = response.headers.get("Content-Length")
-    return offset + int(length) if length and length.isdigit() else published
+def _link(cached: Path, target: Path) -> None:
+    """Make ``target`` point at a file in the Hugging Face cache (a symlink, else a copy)."""
+    tmp = target.with_name(target.name + ".link")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.symlink(cached, tmp)
+    except OSError:  # no symlinks (Windows without developer mode): a hard link, else a copy
+        try:
+            os.link(cached.resolve(), tmp)
+        except OSError:
+            shutil.copy2(cached, tmp)
+    os.replace(tmp, target)
 
 
-def _finish(
-    f: FileSpec, target: Path, part: Path, expected: str | None, actual: str, size: int
-) -> tuple[str, int]:
-    if f.size is not None and size != f.size:
-        part.unlink()
-        raise SizeMismatchError(target, f.size, size)
-    if expected and actual != expected:
-        part.unlink()
-        raise ChecksumMismatchError(target, expected, actual)
-    os.replace(part, target)
-    return actual, size
+def _discard(path: Path) -> None:
+    """Remove a refused download: the file and, in the cache, the blob it links to."""
+    blob = path.resolve()
+    path.unlink(missing_ok=True)
+    if blob != path:
+        blob.unlink(missing_ok=True)

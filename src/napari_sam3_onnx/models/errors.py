@@ -30,6 +30,7 @@ class CorruptModelError(Sam3OnnxError):
 
     def __init__(self, path: Path | str, reason: str) -> None:
         self.path = Path(path)
+        self.reason = reason
         super().__init__(
             f"Model file {self.path} is damaged or not an ONNX model ({reason}). "
             "Delete it and download it again, or point the plugin at an intact copy."
@@ -45,17 +46,20 @@ class ChecksumMismatchError(Sam3OnnxError):
         self.actual = actual
         super().__init__(
             f"Checksum mismatch for {self.path}: expected SHA-256 {expected}, got {actual}. "
-            "The file was not used. Delete it and download it again (an interrupted or altered "
-            "download is the usual cause)."
+            "The download was deleted and nothing was recorded; fetch it again (an interrupted "
+            "or altered download is the usual cause)."
         )
 
 
 class UnknownLayoutError(Sam3OnnxError):
     """A folder's graphs match no known SAM 3 ONNX layout."""
 
-    def __init__(self, folder: Path | str, found: Iterable[str]) -> None:
+    def __init__(self, folder: Path | str, found: Iterable[str], note: str = "") -> None:
         self.folder = Path(folder)
         found = list(found)
+        if note:
+            super().__init__(f"Cannot open {self.folder} as one bundle: {note}.")
+            return
         listing = "; ".join(found) if found else "no .onnx files"
         super().__init__(
             f"The ONNX graphs in {self.folder} match no known SAM 3 export layout. Found: "
@@ -99,8 +103,41 @@ class GatedModelError(DownloadError):
         super().__init__(
             f"{repo} is gated on Hugging Face: nothing was downloaded. Open {page_url}, accept "
             "the SAM License there, create an access token (https://huggingface.co/settings/"
-            "tokens) and pass it to the download (token=... or --token). Or download the files "
-            f"by hand and place them in {self.folder}: {names}."
+            "tokens) and give it to the download (token=..., --token, $HF_TOKEN or 'hf auth "
+            f"login'). Or download the files by hand and place them in {self.folder}: {names}."
+        )
+
+
+class TokenAccessError(DownloadError):
+    """The hub refused the access token that was sent: 403, no access to the repo; 401, invalid."""
+
+    def __init__(self, repo: str, page_url: str, folder: Path | str, files: Iterable[str],
+                 status: int = 403) -> None:
+        self.repo = repo
+        self.folder = Path(folder)
+        why = ("the token has no access to that repository" if status == 403
+               else "the token is not valid (mistyped, revoked or expired)")
+        super().__init__(
+            f"Hugging Face refused the access token for {repo} (HTTP {status}): {why}. "
+            f"Open {page_url} while logged in as the token's owner "
+            "and accept the licence there, or use a token with read access to it (--token, "
+            "$HF_TOKEN or 'hf auth login'). Nothing was downloaded into "
+            f"{self.folder}; the files it needs are: {', '.join(files)}."
+        )
+
+
+class ContentMismatchError(Sam3OnnxError):
+    """A downloaded file's bytes are not what its name says (an HTML page saved as ``.onnx``)."""
+
+    def __init__(self, name: str, source: str, reason: str, folder: Path | str) -> None:
+        self.name = name
+        self.reason = reason
+        self.folder = Path(folder)
+        super().__init__(
+            f"The download of {name} from {source} is not a valid {name.rsplit('.', 1)[-1]} "
+            f"file ({reason}). It was deleted and nothing was recorded. The server may have sent "
+            "a login or error page: check the token and the endpoint, or download the file by "
+            f"hand and place it in {self.folder}."
         )
 
 
@@ -112,8 +149,9 @@ class SizeMismatchError(Sam3OnnxError):
         self.expected = expected
         self.actual = actual
         super().__init__(
-            f"Size mismatch for {self.path}: expected {expected} bytes, got {actual}. The file "
-            "was not used. Download it again; if this repeats, the publisher changed the file."
+            f"Size mismatch for {self.path}: expected {expected} bytes, got {actual}. The "
+            "download was deleted and nothing was recorded; fetch it again. If this repeats, "
+            "the publisher changed the file."
         )
 
 
@@ -132,3 +170,27 @@ class RecordedChecksumMismatchError(ChecksumMismatchError):
 
 class PromptError(Sam3OnnxError, ValueError):
     """A prompt cannot be used (outside the image, a degenerate box, empty text, ...)."""
+
+
+class ModelFileUnreadableError(Sam3OnnxError, PermissionError):
+    """A bundle file or folder exists but this user may not read it (its content may be fine)."""
+
+    def __init__(self, path: Path | str, what: str = "file") -> None:
+        self.path = Path(path)
+        super().__init__(
+            f"Cannot read the {what} {self.path}: permission denied. Its content may well be "
+            "intact: give your user read access (e.g. chmod a+r, and a+x for a folder) rather "
+            "than downloading it again."
+        )
+
+
+class BundleFileError(Sam3OnnxError):
+    """A bundle's side file (manifest, constants, tokenizer) exists but cannot be parsed."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        self.path = Path(path)
+        super().__init__(
+            f"The bundle file {self.path} cannot be read ({reason}): it is damaged or not the "
+            "file the bundle expects. Restore it from the bundle's download or export (for a "
+            "registered bundle: delete it and run 'napari-sam3-onnx fetch ID' again)."
+        )

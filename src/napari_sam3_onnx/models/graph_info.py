@@ -14,11 +14,12 @@ dim_param = 2; TensorProto.name = 8, external_data = 13, data_location = 14).
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import CorruptModelError, ModelFileMissingError
+from .errors import CorruptModelError, ModelFileMissingError, ModelFileUnreadableError
 
 # TensorProto.DataType -> numpy-style name (onnx.proto).
 ELEM_TYPES = {
@@ -259,6 +260,8 @@ def read_signature(path: Path | str) -> GraphSignature:
     size = path.stat().st_size
     if size == 0:
         raise CorruptModelError(path, "the file is empty")
+    if not os.access(path, os.R_OK):
+        raise ModelFileUnreadableError(path)
     try:
         with path.open("rb") as f:
             graph = None
@@ -313,6 +316,8 @@ def check_external_data(signature: GraphSignature) -> None:
                 data, f"The graph {signature.path.name} keeps its weights there; put the file "
                 "beside it with exactly this name."
             )
+        if not os.access(data, os.R_OK):
+            raise ModelFileUnreadableError(data, "weights file")
         if data.stat().st_size < end:
             raise CorruptModelError(
                 data, f"it has {data.stat().st_size} bytes but {signature.path.name} needs {end}"

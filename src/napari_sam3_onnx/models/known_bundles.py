@@ -127,7 +127,26 @@ _NO_HASH = (
 )
 _UNPINNED = "No revision is pinned in any source found, so 'main' is used: the files may change."
 
+#: The toy model (not SAM 3): built on this machine in a second, no download, every workflow.
+TOY = BundleSpec(
+    id="toy",
+    title="Toy model (built here, no download; not SAM 3)",
+    layout="nso-sam3",
+    files=(),
+    source_repo="",
+    revision="",
+    licence_name="BSD-3-Clause",
+    licence_url="https://opensource.org/license/bsd-3-clause",
+    capabilities=frozenset({"encode", "clicks", "boxes", "text", "exemplars", "memory"}),
+    precision="fp32",
+    notes="Tiny hand-written graphs in this plugin's nso-sam3 layout that outline bright blobs "
+    "(napari_sam3_onnx.testing.toy_bundle), so every tab can be tried on the sample without "
+    "weights. Needs the 'onnx' package (pip install 'napari-sam3-onnx[toy]'). Not SAM 3.",
+    builder="napari_sam3_onnx.testing.toy_bundle",
+)
+
 KNOWN_BUNDLES: tuple[BundleSpec, ...] = (
+    TOY,
     BundleSpec(
         id="wkentaro-v0.3",
         title="SAM 3 concept search (wkentaro v0.3.0, fp32)",

@@ -77,6 +77,12 @@ class GraphBuilder:
         self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
         return out
 
+    def op_n(self, op_type: str, inputs: list[str], n_out: int, **attrs: Any) -> list[str]:
+        """Add one node with ``n_out`` outputs (``TopK``: values, indices); returns their names."""
+        outs = [self._fresh(op_type.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, **attrs))
+        return outs
+
     def __getattr__(self, op_type: str):
         """``b.Add(x, y)`` is ``b.op("Add", [x, y])``; keyword arguments become attributes."""
         if not op_type[:1].isupper():

@@ -5,11 +5,12 @@ the brightness ``I`` in [0, 1] that the test encoders write into channel 0 of ev
 (:mod:`napari_sam3_onnx.testing.semantics`).
 
 Text. A token id maps through :func:`level_table` to a brightness *level*: ``TOKEN_ANY`` (and any
-id not listed) -> ``0.25``, ``TOKEN_BRIGHT`` -> ``0.7``, ``TOKEN_NOTHING`` -> ``0.999``, start and
-end tokens -> ``0``, and id ``0`` (upstream padding) -> ``0.99``. Language encoders write the level
-of every token into channel 0 of their text features. The detector's level is the maximum over
-**real** tokens (padding excluded through the text mask); so a wrongly built mask either lets the
-``0.99`` of 0-padding in (nothing is found) or keeps only padding (level 0: everything is found).
+id not listed) -> ``0.25``, ``TOKEN_BRIGHT`` -> ``0.7``, ``TOKEN_NOTHING`` -> ``0.999``,
+``TOKEN_FAINT`` -> ``0.2``, start and end tokens -> ``0``, and id ``0`` (upstream padding) ->
+``0.99``. Language encoders write the level of every token into channel 0 of their text
+features. The detector's level is the maximum over **real** tokens (padding excluded through the
+text mask); so a wrongly built mask either lets the ``0.99`` of 0-padding in (nothing is found)
+or keeps only padding (level 0: everything is found).
 
 Pixels. Pixel logit ``a = clip(GAIN * (I - level), -20, 20)``; a pixel is *on* when ``a > 0``.
 
@@ -45,7 +46,10 @@ CONTEXT = 32
 SOT, EOT = 49406, 49407
 #: Token ids with a documented level; every other id behaves like ``TOKEN_ANY``.
 TOKEN_ANY, TOKEN_BRIGHT, TOKEN_NOTHING = 2000, 4000, 3000
-LEVELS = {TOKEN_ANY: 0.25, TOKEN_BRIGHT: 0.7, TOKEN_NOTHING: 0.999}
+#: The shipped toy's words for blobs (:mod:`~napari_sam3_onnx.testing.toy_bundle`): level 0.2,
+#: so dim, out-of-focus blobs count too.
+TOKEN_FAINT = 5000
+LEVELS = {TOKEN_ANY: 0.25, TOKEN_BRIGHT: 0.7, TOKEN_NOTHING: 0.999, TOKEN_FAINT: 0.2}
 DEFAULT_LEVEL = 0.25
 PAD_ZERO_LEVEL = 0.99
 GAIN, BAND = 20.0, 0.12
@@ -129,6 +133,7 @@ def toy_detector(
     size: int,
     exemplars: tuple[str, str, str] | None = None,
     penalty: str | None = None,
+    queries: tuple[str, str] | None = None,
 ) -> dict[str, str]:
     """Add the toy detector (see the module docstring).
 
@@ -145,6 +150,10 @@ def toy_detector(
         ``padding [K]`` float (1 = padded slot).
     penalty : str, optional
         ``[1]`` float subtracted from the presence logit.
+    queries : tuple of str, optional
+        ``member [Q, L*L]`` (0/1: the pixels each query may claim) and ``logits [Q]`` (the
+        query logits before the exemplar cap) to use instead of the cell grid
+        (:mod:`~napari_sam3_onnx.testing.toy_bundle` finds one query per blob).
 
     Returns
     -------
@@ -156,11 +165,18 @@ def toy_detector(
     xx, yy, cell = _grid(size)
     gx, gy = b.const((xx + 0.5) / size), b.const((yy + 0.5) / size)  # [1,G] pixel centres
     pixel = b.Clip(b.Mul(b.Sub(brightness, level), b.const(GAIN)), b.const(-20.0), b.const(20.0))
-    member = b.Cast(b.Equal(b.const(cell), b.const(np.arange(q, dtype=np.float32)[:, None])), to=1)
+    if queries is None:
+        member = b.Cast(b.Equal(b.const(cell), b.const(np.arange(q, dtype=np.float32)[:, None])),
+                        to=1)
+    else:
+        member = queries[0]
     on = b.Mul(member, b.Cast(b.Greater(pixel, b.const(0.0)), to=1))  # [Q,G]
     count = b.ReduceSum(on, ints(b, 1), keepdims=0)  # [Q]
-    frac = b.Div(count, b.const(float((size // QUERY_SIDE) ** 2)))
-    logits = b.Sub(b.Mul(frac, b.const(SCORE_GAIN)), b.const(SCORE_BIAS))
+    if queries is None:
+        frac = b.Div(count, b.const(float((size // QUERY_SIDE) ** 2)))
+        logits = b.Sub(b.Mul(frac, b.const(SCORE_GAIN)), b.const(SCORE_BIAS))
+    else:
+        logits = queries[1]
     if exemplars is not None:
         logits = b.Min(logits, _exemplar_term(b, brightness, member, gx, gy, *exemplars))
     logits = b.Clip(logits, b.const(-8.0), b.const(8.0))

@@ -23,6 +23,7 @@ semantics reuse the memory toys (:mod:`napari_sam3_onnx.testing.memory`) and the
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -57,12 +58,15 @@ def build_nso(
     concepts: bool = True,
     memory: bool = True,
     constants: bool = True,
+    detector: Callable[[TestGeometry, int], GraphBuilder] | None = None,
     pads: bool = True,
 ) -> Path:
     """Write a toy ``nso-sam3`` bundle into ``folder`` (created) and return it.
 
-    With ``pads`` the prompt decoder appends SAM's padding point itself, as the real export does
-    (its prompt encoder runs with ``boxes=None``); its masks shrink without a label -1 point.
+    ``detector(geometry, slots)`` replaces the cell-grid concept detector (same inputs and
+    outputs), e.g. :func:`~napari_sam3_onnx.testing.toy_bundle.blob_detector`. With ``pads`` the
+    prompt decoder appends SAM's padding point itself, as the real export does (its prompt
+    encoder runs with ``boxes=None``); its masks shrink without a label -1 point.
     """
     sem.check_geometry(geometry)
     folder = Path(folder)
@@ -71,7 +75,7 @@ def build_nso(
     _decoder(geometry, pads).save(folder / FILES["decoder"])
     if concepts:
         _language().save(folder / FILES["language"])
-        _detector(geometry, slots).save(folder / FILES["detector"])
+        (detector or _detector)(geometry, slots).save(folder / FILES["detector"])
     if memory:
         _memory_encoder(geometry).save(folder / FILES["memory_encoder"])
         _memory_attention(geometry).save(folder / FILES["memory_attention"])
@@ -150,7 +154,13 @@ def _language() -> GraphBuilder:
     return b
 
 
-def _detector(geometry: TestGeometry, slots: int) -> GraphBuilder:
+def _detector(geometry: TestGeometry, slots: int, queries: Callable | None = None
+              ) -> GraphBuilder:
+    """The toy concept detector (cell-grid queries unless ``queries`` is given).
+
+    ``queries(b, brightness, level, L)`` -> ``(member, logits)`` replaces the cell grid (see
+    :func:`~napari_sam3_onnx.testing.concepts.toy_detector`).
+    """
     levels = geometry.levels
     big, q = levels[0], QUERY_SIDE * QUERY_SIDE
     b = GraphBuilder("nso_concept_detector")
@@ -164,8 +174,9 @@ def _detector(geometry: TestGeometry, slots: int) -> GraphBuilder:
     pads = b.input("exemplar_padding", "bool", [1, slots])
     ex = (b.Reshape(coords, ints(b, -1, 4)), b.Cast(b.Reshape(labels, ints(b, -1)), to=1),
           b.Cast(b.Reshape(pads, ints(b, -1)), to=1))
-    det = toy_detector(b, brightness_flat(b, fpn0, big), upstream_text_level(b, mask, feat),
-                       big, exemplars=ex)
+    bright, level = brightness_flat(b, fpn0, big), upstream_text_level(b, mask, feat)
+    det = toy_detector(b, bright, level, big, exemplars=ex,
+                       queries=None if queries is None else queries(b, bright, level, big))
     b.output(b.Reshape(det["logits"], ints(b, 1, q, 1)), "pred_logits", "float32", [1, q, 1])
     b.output(b.Reshape(xyxy_to_cxcywh(b, det["boxes"]), ints(b, 1, q, 4)), "pred_boxes",
              "float32", [1, q, 4])

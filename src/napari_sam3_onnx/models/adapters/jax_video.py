@@ -31,7 +31,6 @@ a ``pointer_tpos.onnx`` graph when the bundle has either (:mod:`._pointer_pos`),
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -39,6 +38,7 @@ import numpy as np
 
 from ..base import Capability, Embedding, MaskCandidates, SamAdapter
 from ..errors import LayoutMismatchError, ModelFileMissingError
+from ..files import read_json
 from ..graph_info import GraphSignature
 from ..imageops import resize_rgb_uint8
 from ..runtime import LazySession, RuntimeConfig
@@ -152,7 +152,7 @@ class JaxVideoAdapter(SamAdapter):
         if not path.is_file():
             raise ModelFileMissingError(path, "The jax-video bundle keeps its image normalisation "
                                         "(image_mean, image_std) and memory tables there.")
-        consts = json.loads(path.read_text())
+        consts = read_json(path)
         need = ["image_mean", "image_std", *([TPOS_KEY] if has_memory else [])]
         if missing := [k for k in need if k not in consts]:
             raise LayoutMismatchError(self.layout, path.name, f"missing keys {missing}; "

@@ -26,14 +26,14 @@ engine is upstream's: the best-IoU multimask token's for <= 1 prompt point, toke
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ..base import Capability, Detections, Embedding, MaskCandidates, SamAdapter, TextEmbedding
-from ..errors import LayoutMismatchError, ModelFileMissingError
+from ..errors import BundleFileError, LayoutMismatchError, ModelFileMissingError
+from ..files import read_json, read_npz
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
 from . import _assumptions as asm
@@ -122,13 +122,14 @@ class NsoAdapter(SamAdapter):
         name = CONSTANTS
         manifest = folder / "manifest.json"
         if manifest.is_file():
-            name = json.loads(manifest.read_text(encoding="utf-8")).get("constants", CONSTANTS)
+            name = read_json(manifest).get("constants", CONSTANTS)
+            if not isinstance(name, str) or not name:
+                raise BundleFileError(manifest, f"'constants' should name a file, not {name!r}")
         path = folder / name
         if not path.is_file():
             raise ModelFileMissingError(path, "The nso-sam3 bundle keeps no_mem_embed (needed "
                                         "for every click) and the memory settings there.")
-        with np.load(path) as data:
-            consts = {k: np.asarray(data[k]) for k in data.files}
+        consts = read_npz(path)
         for key in ("no_mem_embed", "maskmem_pos_enc"):
             if key not in consts:
                 raise LayoutMismatchError(self.layout, path.name, f"no '{key}' array")

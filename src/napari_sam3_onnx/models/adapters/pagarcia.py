@@ -39,6 +39,7 @@ import numpy as np
 
 from ..base import Capability, Embedding, MaskCandidates, SamAdapter
 from ..errors import LayoutMismatchError, ModelFileMissingError
+from ..files import read_npz
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
 from . import _assumptions as asm
@@ -152,8 +153,7 @@ class PagarciaTrackerAdapter(SamAdapter):
                 "and the memory settings there; put the exporter's video_constants .npz beside "
                 "the graphs.",
             )
-        with np.load(path) as data:
-            consts = {k: np.asarray(data[k]) for k in data.files}
+        consts = read_npz(path)
         if "no_mem_embed_bchw" not in consts:
             raise LayoutMismatchError(self.layout, path.name, "no 'no_mem_embed_bchw' array")
         self._no_mem = consts["no_mem_embed_bchw"].astype(np.float32).reshape(1, -1, 1, 1)

@@ -1,0 +1,54 @@
+"""The plugin's menu entries: one per workflow, each opening the one SAM 3 dock on its tab.
+
+napari gives every ``widgets`` entry of ``napari.yaml`` its own dock. So that "Text search"
+does not build a second widget (with its own prompt layers and cache) beside "Clicks and
+boxes", an entry finds the widget already docked in this viewer, takes it out of its dock and
+hands it back to napari, which docks it under the entry's name; a new widget is built only when
+there is none. The entries are classes because napari passes the viewer to a class whose
+``__init__`` names ``napari_viewer``; ``__new__`` returns the widget itself.
+"""
+
+from __future__ import annotations
+
+from .widget import ClicksWidget
+
+
+def open_on_tab(napari_viewer, tab: str) -> ClicksWidget:
+    """The viewer's SAM 3 widget (built if there is none), out of any dock, on ``tab``."""
+    widget = next((w for w in napari_viewer.window.dock_widgets.values()
+                   if isinstance(w, ClicksWidget)), None)
+    if widget is None:
+        widget = ClicksWidget(napari_viewer)
+    else:
+        widget.moving = True  # leaving the old dock is not a close: keep the session
+        napari_viewer.window.remove_dock_widget(widget)
+    widget.show_tab(tab)
+    return widget
+
+
+class _Entry:
+    TAB = ""
+
+    def __new__(cls, napari_viewer) -> ClicksWidget:
+        return open_on_tab(napari_viewer, cls.TAB)
+
+    def __init__(self, napari_viewer) -> None:  # never called: __new__ returns the widget
+        """Open the SAM 3 dock on this entry's tab."""
+
+
+class ClicksAndBoxes(_Entry):
+    """Plugins > SAM 3 > Clicks and boxes."""
+
+    TAB = "Clicks & boxes"
+
+
+class TextSearch(_Entry):
+    """Plugins > SAM 3 > Text search."""
+
+    TAB = "Text"
+
+
+class Propagate(_Entry):
+    """Plugins > SAM 3 > Propagate."""
+
+    TAB = "Propagate"

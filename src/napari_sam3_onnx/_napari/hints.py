@@ -1,0 +1,40 @@
+"""Hints added to "nothing found" messages (the checks themselves live in the engine)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..engine.contrast import prompt_region, window_hides_region
+from ..engine.encoding import SliceRef
+from ..engine.interactive import Prompt
+
+CONTRAST_HINT = ("The contrast limits show this region as near-black, and the model sees the "
+                 "image the way it is shown: check the contrast limits (layer controls), then "
+                 "try again.")
+
+
+def contrast_hint(ref: SliceRef, prompts: Sequence[Prompt] | None = None) -> str:
+    """``" " + CONTRAST_HINT`` when ``ref``'s window hides the prompted region, else ``""``.
+
+    Parameters
+    ----------
+    ref : SliceRef
+        The slice the model looked at (its data, index and contrast window).
+    prompts : sequence of Prompt, optional
+        The clicks and boxes (slice pixels); None judges the whole slice (text search).
+    """
+    region = None
+    if prompts is not None:
+        points = [p.points_rc for p in prompts if len(p.points_rc)]
+        boxes = [p.box_rc for p in prompts if p.box_rc is not None]
+        region = prompt_region(np.concatenate(points) if points else None, boxes,
+                               ref.plane_shape)
+        if region is None:
+            return ""
+    try:
+        hidden = window_hides_region(ref.data, ref.index, ref.window, region, ref.rgb)
+    except (ValueError, IndexError):  # the layer changed under us: no hint rather than a crash
+        return ""
+    return f" {CONTRAST_HINT}" if hidden else ""

@@ -1,0 +1,40 @@
+"""The model section's words: what the model can do, its precision, the device; local devices."""
+
+from __future__ import annotations
+
+import pytest
+
+from napari_sam3_onnx._napari import model_panel
+from napari_sam3_onnx.models.bundle import open_bundle
+
+
+def test_remote_providers_are_not_offered(monkeypatch):
+    monkeypatch.setattr(model_panel, "available_providers", lambda: [
+        "AzureExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert model_panel.device_choices() == ["auto", "cuda", "cpu"]
+
+
+def test_model_line_names_family_capabilities_precision_and_device(hf_bundle):
+    adapter = open_bundle(hf_bundle)
+    line = model_panel.model_line(adapter, "fp16", ["CUDAExecutionProvider",
+                                                    "CPUExecutionProvider"])
+    assert line == "SAM 3 (hf-tracker) · clicks, boxes · fp16 · CUDA GPU"
+    assert "input" not in line
+    assert model_panel.model_line(adapter, None, ["CPUExecutionProvider"]).endswith(
+        "clicks, boxes · CPU")
+
+
+def test_the_toy_line_says_it_is_not_sam3_and_reads_its_manifest_precision(tmp_path):
+    pytest.importorskip("onnx")
+    from napari_sam3_onnx.models.download import download_bundle
+    from napari_sam3_onnx.models.registry import get_bundle
+
+    folder = download_bundle(get_bundle("toy"))
+    adapter = open_bundle(folder)
+    line = model_panel.model_line(adapter, model_panel.bundle_precision(folder),
+                                  ["CPUExecutionProvider"], toy=True)
+    assert line == ("Toy model, not SAM 3 (nso-sam3) · clicks, boxes, text, exemplars, "
+                    "propagation · fp32 · CPU")
+    assert model_panel.bundle_name(folder, toy=True) == "Toy model (not SAM 3)"
+    assert model_panel.bundle_name(folder) == "toy"  # the registry entry it was built for
+    assert model_panel.bundle_name(tmp_path / "my export") == "my export"
