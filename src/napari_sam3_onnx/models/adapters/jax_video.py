@@ -190,8 +190,8 @@ class JaxVideoAdapter(SamAdapter):
     def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
         out = {
             "padding": asm.padding(self.padding),
-            "normalisation": (f"x / 255, (x - {np.round(self.image_mean, 4).tolist()}) / "
-                              f"{np.round(self.image_std, 4).tolist()}",
+            "normalisation": (f"x / 255, (x - {[round(float(v), 4) for v in self.image_mean]})"
+                              f" / {[round(float(v), 4) for v in self.image_std]}",
                               "constants.json image_mean/std"),
             "no-memory embedding": (
                 ("added to feats2 on prompted slices", f"constants.json "
