@@ -155,8 +155,10 @@ def test_box_prompt_and_box_corners_go_first(adapter, monkeypatch):
     adapter.predict_masks(emb, np.concatenate([click, box]), [1, 2, 3])
     labels = next(v for k, v in seen[0].items() if k.endswith("labels"))
     points = next(v for k, v in seen[0].items() if k in ("point_coords", "input_points"))
-    assert labels.reshape(-1).tolist() == [2, 3, 1]
-    np.testing.assert_array_equal(points.reshape(-1, 2), np.concatenate([box, click]))
+    # the toy pagarcia decoders pad themselves (as the real ones); the toy jax one does not
+    pad = [] if next(iter(adapter.padding.values())).graph_pads else [-1]
+    assert labels.reshape(-1).tolist() == [2, 3, 1, *pad]
+    np.testing.assert_array_equal(points.reshape(-1, 2)[:3], np.concatenate([box, click]))
 
 
 def test_order_prompt_keeps_order_within_groups_and_drops_padding():

@@ -145,8 +145,10 @@ class PropagationPanel(QWidget):
     def refresh(self) -> None:
         """Update the method line, the axis choices and which buttons work."""
         adapter, image = self.host.model.adapter, self.host.session.image
+        memory = adapter is not None and adapter.has(Capability.MEMORY)
+        note = adapter.memory_note if memory else ""
         self.method.setText("" if adapter is None else "Method: " + method_text(
-            "memory" if adapter.has(Capability.MEMORY) else "carry-over"))
+            "memory" if memory else "carry-over") + (f"; {note}" if note else ""))
         problem = self._problem()
         self.note.setText(problem)
         self.note.setVisible(bool(problem))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..engine.concepts import VISUAL, Exemplars, SliceResult, TextCache, search_slice
 from ..engine.encoding import SliceEncoder, SliceRef
+from ..models.base import Capability
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,8 @@ def iter_run(run: TextRun, cancel: threading.Event | None = None) -> Iterator[Sl
     for n, ref in enumerate(run.refs):
         if cancel is not None and cancel.is_set():
             return
-        embedding = run.encoder.embed(ref)  # single-flight: another tab's encode is waited for
+        # single-flight: another tab's encode of this plane is waited for
+        embedding = run.encoder.embed(ref, Capability.TEXT)
         result = search_slice(
             run.encoder.adapter, embedding, list(run.concepts), run.texts, floor=run.floor,
             exemplars=run.exemplars.get(tuple(ref.index)), min_area=run.min_area,

@@ -19,6 +19,7 @@ from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
 from ..engine.tiled import first_tile, for_plane, input_side, segment_on
 from ..engine.tiling import TileSettings
+from ..models.base import Capability
 from ..models.errors import PromptError, Sam3OnnxError
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,11 @@ def run_job(encoder: SliceEncoder, job: Job, texts: TextCache | None = None) -> 
     ``texts`` lets a detector-only bundle answer boxes (SAM 3's "visual" exemplar path). The
     encoder's cache is single-flight per plane: a plane another tab is encoding is waited for.
     """
-    embed = encoder.embed
+    need = Capability.CLICKS if encoder.adapter.has(Capability.CLICKS) else Capability.TEXT
+
+    def embed(ref: SliceRef):
+        return encoder.embed(ref, need)
+
     if job.tiling is None and job.ref.region is None:  # the whole plane, encoded up front
         embedding = embed(job.ref)
 

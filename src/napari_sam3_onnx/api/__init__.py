@@ -236,7 +236,8 @@ def segment(
     check_box(box_rc, plane.shape)
     ref = SliceRef(view, index, rgb, win, source=image, data_version=fingerprint(plane))
     st = None if store is None else bundle.open_store(store)
-    emb = bundle.encoder(st, bundle.cache).embed(ref)
+    need = Capability.CLICKS if bundle.adapter.has(Capability.CLICKS) else Capability.TEXT
+    emb = bundle.encoder(st, bundle.cache).embed(ref, need)
     prompt = Prompt.clicks(pts, labels, box_rc, mask_logits)
     detector = not bundle.adapter.has(Capability.CLICKS) and bundle.adapter.has(Capability.TEXT)
     return segment_prompt(bundle.adapter, emb, prompt, bundle.texts if detector else None)

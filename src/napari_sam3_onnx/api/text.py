@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from ..engine.concepts import DEFAULT_FLOOR, SliceResult, parse_concepts, search
 from ..engine.store import EmbeddingStore
 from ..engine.tiled_search import search_tiled
 from ..engine.tiling import TileSettings, as_tiling
+from ..models.base import Capability
 from .automatic import link_result
 from .bundles import Bundle
 from .io import InputError
@@ -116,10 +118,11 @@ def iter_search_text(
         if cancelled is not None and cancelled():
             return
         if tiling is not None:
-            res = search_tiled(bundle.adapter, encoder.embed, job.ref(view, index), phrases,
+            embed = partial(encoder.embed, need=Capability.TEXT)
+            res = search_tiled(bundle.adapter, embed, job.ref(view, index), phrases,
                                texts, tiling, floor, min_area, fill_holes, next_id, index)
         else:
-            emb = encoder.embed(job.ref(view, index))
+            emb = encoder.embed(job.ref(view, index), Capability.TEXT)
             res = search_slice(bundle.adapter, emb, phrases, texts, floor, None, min_area,
                                fill_holes, next_id, index)
         next_id += len(res.instances)

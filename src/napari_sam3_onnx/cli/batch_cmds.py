@@ -263,7 +263,9 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     stops = "; ".join(f"object {oid}: " + ", ".join(f"{d} stopped at {s.index} ({s.reason})"
                                                       for d, s in t.stops.items())
                       for oid, t in result.objects.items())
-    print(f"{result.method} propagation of {len(seeds)} object(s) -> {args.out}. {stops}")
+    note = bundle.adapter.memory_note if result.method == "memory" else ""
+    print(f"{result.method} propagation of {len(seeds)} object(s) -> {args.out}. {stops}"
+          + (f" Note: {note}." if note else ""))
     return 0
 
 

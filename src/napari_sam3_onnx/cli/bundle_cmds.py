@@ -76,6 +76,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"mask size:    {adapter.mask_size[0]} x {adapter.mask_size[1]}")
     caps = ", ".join(sorted(c.value for c in adapter.capabilities))
     print(f"capabilities: {caps}")
+    found = adapter.assumptions()
+    if found:
+        print("assumptions (value  [source]):")
+        width = max(len(name) for name in found)
+        for name, (value, source) in found.items():
+            print(f"  {name:<{width}}  {value}  [{source}]")
     return 0
 
 

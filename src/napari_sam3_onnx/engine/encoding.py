@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.base import Embedding, SamAdapter
+from ..models.base import Capability, Embedding, SamAdapter
 from .cache import EmbeddingCache, SliceKey
 from .slices import extract_plane, plane_to_rgb
 
@@ -129,15 +129,28 @@ class SliceEncoder:
         plane = extract_plane(ref.data, ref.index, ref.rgb, ref.region)
         return plane_to_rgb(plane, ref.window, ref.rgb)
 
-    def embed(self, ref: SliceRef) -> Embedding:
-        """The plane's embedding, encoding it only if it is not cached."""
-        return self.cache.get_or_compute(self.key(ref), lambda: self._reported(ref))
+    def embed(self, ref: SliceRef, need: Capability | None = None) -> Embedding:
+        """The plane's embedding, encoding it only if it is not cached.
+
+        With ``need`` (the workflow: :attr:`Capability.TEXT`, :attr:`Capability.CLICKS`, ...) a
+        bundle with one image encoder per workflow (Autognosi) encodes only that one; a cached
+        embedding made for another workflow is completed with the missing encoder and cached
+        again. Without it, everything is encoded.
+        """
+        key = self.key(ref)
+        emb = self.cache.get_or_compute(key, lambda: self._reported(ref, need))
+        if need is not None and self.adapter.lacks(emb, need):
+            emb = self.adapter.complete(emb, self.rgb(ref), need)
+            with self._lock:
+                self.encoder_calls += 1
+            self.cache.put(key, emb)
+        return emb
 
     def embed_many(self, refs: Sequence[SliceRef]) -> list[Embedding]:
         """Embeddings of several planes, in order (cached ones are not re-encoded)."""
         return [self.embed(r) for r in refs]
 
-    def _reported(self, ref: SliceRef) -> Embedding:
+    def _reported(self, ref: SliceRef, need: Capability | None = None) -> Embedding:
         """:meth:`_encode` with the listeners told before and after."""
         with self._lock:
             listeners = list(self._listeners)
@@ -146,7 +159,7 @@ class SliceEncoder:
                 on_start(ref)
         error: BaseException | None = None
         try:
-            return self._encode(ref)
+            return self._encode(ref, need)
         except BaseException as exc:
             error = exc
             raise
@@ -155,9 +168,9 @@ class SliceEncoder:
                 if on_end is not None:
                     on_end(ref, error)
 
-    def _encode(self, ref: SliceRef) -> Embedding:
+    def _encode(self, ref: SliceRef, need: Capability | None = None) -> Embedding:
         rgb = self.rgb(ref)
-        emb = self.adapter.encode(rgb)
+        emb = self.adapter.encode(rgb) if need is None else self.adapter.encode_for(rgb, need)
         with self._lock:
             self.encoder_calls += 1
         return emb

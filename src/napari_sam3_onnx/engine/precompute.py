@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.base import Embedding, SamAdapter
+from ..models.base import Capability, Embedding, SamAdapter
 from .cache import EmbeddingCache
 from .encoding import SliceEncoder, SliceRef
 from .slices import extract_plane, plane_to_rgb
@@ -61,7 +61,8 @@ class StoreBackedEncoder(SliceEncoder):
         return EntryKey(self.image_name(ref), tuple(int(i) for i in ref.index),
                         fingerprint(plane), window, bool(ref.rgb), region)
 
-    def _encode(self, ref: SliceRef) -> Embedding:
+    def _encode(self, ref: SliceRef, need: Capability | None = None) -> Embedding:
+        # ``need`` is not used: what the store keeps must serve every workflow, so it is whole
         plane = extract_plane(ref.data, ref.index, ref.rgb, ref.region)
         key = self.entry_key(ref, plane)
         stored = self.store.get(key)

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..models.base import SamAdapter
+from ..models.base import Capability, SamAdapter
 from ..models.errors import PromptError
 from .encoding import SliceEncoder, SliceRef
 from .propagation_trackers import Tracker, memory_score, tracker_for
@@ -141,7 +141,7 @@ class _Run:
         """Decode every seed slice first (conditioning slices, no memory)."""
         self.cond_out = {o: {} for o in objs}
         for index in sorted({s.index for ss in objs.values() for s in ss}):
-            emb = self.encoder.embed(self.refs[index])
+            emb = self.encoder.embed(self.refs[index], Capability.CLICKS)
             outs = {}
             for oid, ss in objs.items():
                 seed = next((s for s in ss if s.index == index), None)
@@ -192,7 +192,7 @@ class _Run:
         todo = [o for o in live if index not in self.cond_out[o]]
         if not todo:
             return
-        emb = self.encoder.embed(self.refs[index])
+        emb = self.encoder.embed(self.refs[index], Capability.CLICKS)
         outs: dict[int, SliceOutput] = {}
         for oid in todo:
             if self._track_object(oid, index, sign, emb, live[oid], later, outs):

@@ -183,6 +183,20 @@ class SamAdapter:
         """Whether :meth:`predict_masks` can take a previous low-res mask as a prompt."""
         return False
 
+    def assumptions(self) -> dict[str, tuple[str, str]]:
+        """What this adapter assumed or learnt for its folder: ``name -> (value, source)``.
+
+        Names include ``padding`` (who appends SAM's padding point), ``pointer encoding``,
+        ``no-memory embedding``, ``normalisation``, ``mask kind`` and ``score cut``; ``source`` is
+        the graph or file that said so, or the layout contract when nothing in the bundle does.
+        """
+        return {}
+
+    @property
+    def memory_note(self) -> str:
+        """A caveat about this bundle's video memory for the propagation's method note ('')."""
+        return ""
+
     def has(self, capability: Capability) -> bool:
         """Whether this bundle provides ``capability``."""
         return capability in self.capabilities
@@ -202,6 +216,23 @@ class SamAdapter:
             stretched, as SAM 3 does) and normalises it as its graph expects.
         """
         raise NotImplementedError
+
+    def encode_for(self, rgb: np.ndarray, need: Capability) -> Embedding:
+        """Encode only what the workflow ``need`` uses (default: everything, as :meth:`encode`).
+
+        ``need`` is :attr:`Capability.TEXT` or :attr:`Capability.EXEMPLARS` (detector features)
+        or :attr:`Capability.CLICKS`, :attr:`Capability.BOXES`, :attr:`Capability.MEMORY`
+        (tracker features). Layouts with one image encoder encode everything anyway.
+        """
+        return self.encode(rgb)
+
+    def lacks(self, embedding: Embedding, need: Capability) -> bool:
+        """Whether ``embedding`` misses features the workflow ``need`` uses."""
+        return False
+
+    def complete(self, embedding: Embedding, rgb: np.ndarray, need: Capability) -> Embedding:
+        """``embedding`` plus what ``need`` uses, encoding only the missing part of ``rgb``."""
+        return embedding
 
     def predict_masks(
         self,

@@ -28,7 +28,13 @@ import numpy as np
 from .builder import GraphBuilder
 from .concepts import CONTEXT, QUERY_SIDE, build_hf_text, hf_text_level, ints, toy_detector
 from .geometry import SMALL, TestGeometry
-from .semantics import brightness_flat, feature_map, gray01_from_normalised, toy_sam_head
+from .semantics import (
+    brightness_flat,
+    feature_map,
+    gray01_from_normalised,
+    pad_prompt,
+    toy_sam_head,
+)
 
 VISION, TEXT, DETECTOR = "vision_encoder.onnx", "text_encoder.onnx", "detector.onnx"
 TRACKER, PROMPT = "tracker_vision_encoder.onnx", "prompt_decoder.onnx"
@@ -71,8 +77,12 @@ def build_detector(path: Path, geometry: TestGeometry, bitorder: str = "big") ->
     return b.save(path)
 
 
-def build_prompt_decoder(path: Path, geometry: TestGeometry) -> Path:
-    """The SAM head with four mask tokens (single-mask first)."""
+def build_prompt_decoder(path: Path, geometry: TestGeometry, pads: bool = False) -> Path:
+    """The SAM head with four mask tokens (single-mask first).
+
+    With ``pads`` it appends SAM's padding point itself; either way its masks shrink when no
+    label -1 point reaches the head.
+    """
     s, (l0, l1, l2), ch = geometry.input_size, geometry.levels, geometry.channels
     b = GraphBuilder("autognosi_prompt_decoder")
     e0 = b.input("image_embeddings_0", "float32", [1, ch[0], l0, l0])
@@ -80,10 +90,11 @@ def build_prompt_decoder(path: Path, geometry: TestGeometry) -> Path:
     b.input("image_embeddings_2", "float32", [1, ch[2], l2, l2])
     pts = b.input("input_points", "float32", [1, "P", "N", 2])
     lab = b.input("input_labels", "int64", [1, "P", "N"])
-    logits, iou, obj = toy_sam_head(
-        b, brightness_flat(b, e0, l0), b.Reshape(pts, ints(b, -1, 2)),
-        b.Cast(b.Reshape(lab, ints(b, -1)), to=1), s, l0,
-    )
+    points, labels = b.Reshape(pts, ints(b, -1, 2)), b.Cast(b.Reshape(lab, ints(b, -1)), to=1)
+    if pads:
+        points, labels = pad_prompt(b, points, labels)
+    logits, iou, obj = toy_sam_head(b, brightness_flat(b, e0, l0), points, labels, s, l0,
+                                    needs_padding=True)
     b.output(b.Reshape(logits, ints(b, 1, 1, 4, l0, l0)), "pred_masks", "float32",
              [1, 1, 4, l0, l0])
     b.output(b.Reshape(iou, ints(b, 1, 1, 4)), "iou_scores", "float32", [1, 1, 4])
@@ -91,8 +102,12 @@ def build_prompt_decoder(path: Path, geometry: TestGeometry) -> Path:
     return b.save(path)
 
 
-def build_autognosi(folder: Path, geometry: TestGeometry = SMALL, bitorder: str = "big") -> Path:
-    """Write the five graphs into ``folder`` (created) and return it."""
+def build_autognosi(folder: Path, geometry: TestGeometry = SMALL, bitorder: str = "big",
+                    pads: bool = False) -> Path:
+    """Write the five graphs into ``folder`` (created) and return it.
+
+    ``pads``: the prompt decoder appends SAM's padding point itself (:func:`build_prompt_decoder`).
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     c = geometry.channels[2]
@@ -102,5 +117,5 @@ def build_autognosi(folder: Path, geometry: TestGeometry = SMALL, bitorder: str 
     _encoder(folder / TRACKER, geometry,
              ("image_embeddings_0", "image_embeddings_1", "image_embeddings_2"),
              geometry.channels)
-    build_prompt_decoder(folder / PROMPT, geometry)
+    build_prompt_decoder(folder / PROMPT, geometry, pads)
     return folder

@@ -43,6 +43,8 @@ def build_jax_video(
     constants: bool = True,
     no_mem_embed: bool = True,
     no_mem_bias: float = sem.NO_MEM_BIAS,
+    pointer_encoding: str = "none",
+    pads: bool = False,
 ) -> Path:
     """Write the bundle into ``folder`` (created) and return it.
 
@@ -52,6 +54,14 @@ def build_jax_video(
         Write the two memory graphs / ``constants.json``.
     no_mem_embed : bool
         Put a ``no_mem_embed`` entry (channel 1 = ``no_mem_bias``) into ``constants.json``.
+    pointer_encoding : {"none", "constants", "underscore", "object", "graph"}
+        Ship the pointer temporal projection (:func:`pointer_projection`) in ``constants.json``
+        as ``obj_ptr_tpos_proj.weight/bias``, as ``obj_ptr_tpos_proj_weight/_bias``, as an
+        ``obj_ptr_tpos_proj: {weight, bias}`` object, or as ``pointer_tpos.onnx``
+        (:func:`build_pointer_graph`); "none" ships nothing.
+    pads : bool
+        The decoder appends SAM's padding point itself (:func:`napari_sam3_onnx.testing.memory.
+        pad_prompt`); either way its masks shrink when no label -1 point reaches the head.
     """
     sem.check_geometry(geometry)
     folder = Path(folder)
@@ -79,7 +89,10 @@ def build_jax_video(
     lab = dec.input("input_labels", "int32", [1, 1, "num_points"])
     points = dec.Reshape(pts, dec.const([-1, 2], "int64"))
     labels = dec.Cast(dec.Reshape(lab, dec.const([-1], "int64")), to=1)
-    logits, iou, obj, ptr = sem.tracker_head(dec, hr0, top, points, labels, geometry, (1, 2, 3))
+    if pads:
+        points, labels = sem.pad_prompt(dec, points, labels)
+    logits, iou, obj, ptr = sem.tracker_head(dec, hr0, top, points, labels, geometry, (1, 2, 3),
+                                             needs_padding=True)
     lm = geometry.mask_size
     masks = dec.Reshape(logits, dec.const([1, 3, lm, lm], "int64"))
     dec.output(dec.Unsqueeze(masks, dec.const([0], "int64")), "pred_masks", "float32",
@@ -104,8 +117,42 @@ def build_jax_video(
             vec = np.zeros(c, np.float32)
             vec[1] = no_mem_bias
             consts["no_mem_embed"] = vec.tolist()
+        weight, bias = pointer_projection(cm, c)
+        if pointer_encoding == "constants":
+            consts.update({"obj_ptr_tpos_proj.weight": weight.tolist(),
+                           "obj_ptr_tpos_proj.bias": bias.tolist()})
+        elif pointer_encoding == "underscore":
+            consts.update({"obj_ptr_tpos_proj_weight": weight.tolist(),
+                           "obj_ptr_tpos_proj_bias": bias.tolist()})
+        elif pointer_encoding == "object":
+            consts["obj_ptr_tpos_proj"] = {"weight": weight.tolist(), "bias": bias.tolist()}
         (folder / "constants.json").write_text(json.dumps(consts, indent=1))
+    if pointer_encoding == "graph":
+        build_pointer_graph(folder / "pointer_tpos.onnx", cm)
     return folder
+
+
+def pointer_projection(mem_channels: int, channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed, asymmetric ``[C_m, C]`` weight and ``[C_m]`` bias (a Linear ``C -> C_m``)."""
+    weight = (np.arange(mem_channels * channels, dtype=np.float32).reshape(mem_channels, channels)
+              % 7 - 3) / 4
+    return weight, np.arange(1, mem_channels + 1, dtype=np.float32) / 10
+
+
+def graph_pointer_rows(offsets: np.ndarray, mem_channels: int) -> np.ndarray:
+    """What :func:`build_pointer_graph` returns: ``x * (j + 1) - j / 2`` in channel j."""
+    j = np.arange(mem_channels, dtype=np.float32)
+    return np.asarray(offsets, np.float32).reshape(-1, 1) * (j + 1) - j / 2
+
+
+def build_pointer_graph(path: Path, mem_channels: int) -> Path:
+    """``pointer_tpos.onnx``: offsets ``[P]`` -> ``[P, C_m]`` (:func:`graph_pointer_rows`)."""
+    b = GraphBuilder("jax_pointer_tpos")
+    x = b.Unsqueeze(b.input("pointer_tpos", "float32", ["num_pointers"]), b.const([1], "int64"))
+    j = np.arange(mem_channels, dtype=np.float32)[None]
+    rows = b.Sub(b.Mul(x, b.const(j + 1)), b.const(j / 2))
+    b.output(rows, "pointer_pos", "float32", ["num_pointers", mem_channels])
+    return b.save(path)
 
 
 def _memory_encoder(geometry: TestGeometry) -> GraphBuilder:

@@ -48,7 +48,15 @@ import numpy as np
 
 from .builder import GraphBuilder
 from .geometry import TestGeometry
-from .semantics import BRIGHT, IOUS, brightness_flat, grid_centres, toy_sam_head
+from .semantics import (  # noqa: F401 - pad_prompt is used by the tracker builders
+    BRIGHT,
+    IOUS,
+    PAD_SHIFT,
+    brightness_flat,
+    grid_centres,
+    pad_prompt,
+    toy_sam_head,
+)
 
 #: Geometry of the memory test sets: 112-px input, 32-px masks, 8 x 8 grid, C = 8.
 MEMORY_SMALL = TestGeometry(grid=8, channels=(2, 3, 8))
@@ -126,9 +134,12 @@ def grid_mean(b: GraphBuilder, top: str, i: int) -> str:
 
 def tracker_head(
     b: GraphBuilder, hr0: str, top: str, points: str, labels: str, geometry: TestGeometry,
-    tokens: tuple[int, ...], mask_input: str | None = None,
+    tokens: tuple[int, ...], mask_input: str | None = None, needs_padding: bool = False,
 ) -> tuple[str, str, str, str]:
     """Toy SAM head + memory prompt + occlusion gating (see the module docstring).
+
+    With ``needs_padding`` the logits drop by :data:`PAD_SHIFT` when no label -1 point reaches
+    the head, as SAM's output changes without its padding point.
 
     Returns ``logits [K, L*L]`` of ``tokens``, ``iou [K]``, ``object_score [1]``, ``pointer [C]``.
     """
@@ -148,6 +159,10 @@ def tracker_head(
     memlog = b.Min(b.Mul(b.Sub(bright, b.const(BRIGHT)), b.const(GAIN)), near)
     memlog = b.Sub(memlog, b.Mul(b.Sub(b.const(1.0), flag), b.const(BIG)))
     logits = b.Max(toy, b.Unsqueeze(memlog, b.const([0], "int64")))
+    if needs_padding:
+        has_pad = b.ReduceMax(b.Cast(b.Equal(labels, b.const([-1.0])), to=1),
+                              b.const([0], "int64"), keepdims=1)
+        logits = b.Sub(logits, b.Mul(b.Sub(b.const(1.0), has_pad), b.const(PAD_SHIFT)))
     first = b.Slice(logits, b.const([0], "int64"), b.const([1], "int64"), b.const([0], "int64"))
     obj = b.Reshape(b.Clip(b.ReduceMax(first, keepdims=0), b.const(-5.0), b.const(5.0)),
                     b.const([1], "int64"))

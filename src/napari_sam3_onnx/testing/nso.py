@@ -59,17 +59,20 @@ def build_nso(
     memory: bool = True,
     constants: bool = True,
     detector: Callable[[TestGeometry, int], GraphBuilder] | None = None,
+    pads: bool = True,
 ) -> Path:
     """Write a toy ``nso-sam3`` bundle into ``folder`` (created) and return it.
 
     ``detector(geometry, slots)`` replaces the cell-grid concept detector (same inputs and
-    outputs), e.g. :func:`~napari_sam3_onnx.testing.toy_bundle.blob_detector`.
+    outputs), e.g. :func:`~napari_sam3_onnx.testing.toy_bundle.blob_detector`. With ``pads`` the
+    prompt decoder appends SAM's padding point itself, as the real export does (its prompt
+    encoder runs with ``boxes=None``); its masks shrink without a label -1 point.
     """
     sem.check_geometry(geometry)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     _encoder(geometry).save(folder / FILES["encoder"])
-    _decoder(geometry).save(folder / FILES["decoder"])
+    _decoder(geometry, pads).save(folder / FILES["decoder"])
     if concepts:
         _language().save(folder / FILES["language"])
         (detector or _detector)(geometry, slots).save(folder / FILES["detector"])
@@ -111,7 +114,7 @@ def _encoder(geometry: TestGeometry) -> GraphBuilder:
     return b
 
 
-def _decoder(geometry: TestGeometry) -> GraphBuilder:
+def _decoder(geometry: TestGeometry, pads: bool) -> GraphBuilder:
     (l0, l1, g), ch = geometry.levels, geometry.channels
     b = GraphBuilder("nso_prompt_decoder")
     top = b.input("image_embed", "float32", [1, ch[2], g, g])
@@ -123,9 +126,12 @@ def _decoder(geometry: TestGeometry) -> GraphBuilder:
     has = b.input("has_mask_input", "float32", [1])
     points = b.Reshape(pts, ints(b, -1, 2))
     labels = b.Cast(b.Reshape(lab, ints(b, -1)), to=1)
+    if pads:
+        points, labels = sem.pad_prompt(b, points, labels)
     tokens = (0, 1, 2, 3)
-    with_mask = sem.tracker_head(b, hr0, top, points, labels, geometry, tokens, mask_input=mask)
-    without = sem.tracker_head(b, hr0, top, points, labels, geometry, tokens)
+    with_mask = sem.tracker_head(b, hr0, top, points, labels, geometry, tokens, mask_input=mask,
+                                 needs_padding=True)
+    without = sem.tracker_head(b, hr0, top, points, labels, geometry, tokens, needs_padding=True)
     use = b.Greater(has, b.const([0.5]))
     logits, iou, obj, ptr = (b.Where(use, a, z) for a, z in zip(with_mask, without,
                                                                   strict=True))

@@ -36,6 +36,7 @@ def build_pagarcia(
     max_mem_frames: int | None = 2,
     max_obj_ptrs: int | None = 16,
     no_mem_bias: float = sem.NO_MEM_BIAS,
+    pads: bool = True,
 ) -> Path:
     """Write the bundle into ``folder`` (created) and return it.
 
@@ -45,6 +46,10 @@ def build_pagarcia(
         Which decoder variants to write.
     memory, constants : bool
         Write the two memory graphs / the ``video_constants`` npz.
+    pads : bool
+        The decoders append SAM's padding point themselves, as the real export (upstream's
+        ``_forward_sam_heads`` traced) does; either way their masks shrink when no label -1
+        point reaches the head.
     max_mem_frames, max_obj_ptrs : int or None
         Static memory sizes of the memory attention (None: dynamic axes).
     no_mem_bias : float
@@ -64,7 +69,7 @@ def build_pagarcia(
     enc.save(folder / ENCODER, external_data=ENCODER + "_data")
 
     for kind in decoders:
-        _decoder(geometry, "mask" in kind, kind.endswith("single")).save(
+        _decoder(geometry, "mask" in kind, kind.endswith("single"), pads).save(
             folder / f"{DECODERS[kind]}{variant}.onnx")
     if memory:
         _memory_encoder(geometry).save(folder / f"memory_encoder{variant}.onnx")
@@ -85,7 +90,7 @@ def build_pagarcia(
     return folder
 
 
-def _decoder(geometry: TestGeometry, with_mask: bool, single: bool) -> GraphBuilder:
+def _decoder(geometry: TestGeometry, with_mask: bool, single: bool, pads: bool) -> GraphBuilder:
     s, (l0, l1, g), ch = geometry.input_size, geometry.levels, geometry.channels
     dec = GraphBuilder("pagarcia_image_decoder")
     pts = dec.input("point_coords", "float32", [1, "num_points", 2])
@@ -99,9 +104,11 @@ def _decoder(geometry: TestGeometry, with_mask: bool, single: bool) -> GraphBuil
                            dec.const([l0 * l0], "int64"))
     points = dec.Reshape(pts, dec.const([-1, 2], "int64"))
     labels = dec.Cast(dec.Reshape(lab, dec.const([-1], "int64")), to=1)
+    if pads:
+        points, labels = sem.pad_prompt(dec, points, labels)
     tokens = (0,) if single else (1, 2, 3)
     logits, iou, obj, ptr = sem.tracker_head(dec, hr0, top, points, labels, geometry, tokens,
-                                             mask_input=mask)
+                                             mask_input=mask, needs_padding=True)
     m = len(tokens)
     best = int(np.argmax([IOUS[t] for t in tokens]))
     multi = dec.Reshape(logits, dec.const([1, m, l0, l0], "int64"))

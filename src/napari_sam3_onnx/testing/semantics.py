@@ -33,6 +33,8 @@ NEG_RADIUS = 0.06
 #: Brightness above which a pixel can belong to an object.
 BRIGHT = 0.3
 FAR = 1.0e4
+#: How far the toy logits drop when a prompt reaches the head without a label -1 point.
+PAD_SHIFT = 6.0
 
 
 def grid_centres(size: int, grid: int) -> np.ndarray:
@@ -68,6 +70,12 @@ def brightness_flat(b: GraphBuilder, feature: str, grid: int) -> str:
     return b.Reshape(ch0, b.const([grid * grid], "int64"))
 
 
+def pad_prompt(b: GraphBuilder, points: str, labels: str) -> tuple[str, str]:
+    """Append SAM's padding point ``(0, 0)`` with label -1 to ``[N, 2]`` points, ``[N]`` labels."""
+    return (b.Concat(points, b.const([[0.0, 0.0]]), axis=0),
+            b.Concat(labels, b.const([-1.0]), axis=0))
+
+
 def toy_sam_head(
     b: GraphBuilder,
     brightness: str,
@@ -79,6 +87,7 @@ def toy_sam_head(
     mask_input: str | None = None,
     has_mask: str | None = None,
     tokens: tuple[int, ...] = (0, 1, 2, 3),
+    needs_padding: bool = False,
 ) -> tuple[str, str, str]:
     """Add the toy SAM head.
 
@@ -95,6 +104,9 @@ def toy_sam_head(
         ``[L*L]`` float mask prompt logits and a ``[1]`` float 0/1 flag.
     tokens : tuple of int
         Which of the four tokens (0 single-mask, 1-3 multimask) to output, in order.
+    needs_padding : bool
+        Lower the logits by :data:`PAD_SHIFT` when no label -1 point is among ``labels``, as
+        SAM's masks change without the prompt encoder's padding point.
 
     Returns
     -------
@@ -156,6 +168,10 @@ def toy_sam_head(
             logit = b.Add(logit, b.Mul(has_mask, b.Sub(capped, logit)))
         per_token.append(b.Unsqueeze(logit, b.const([0], "int64")))
     logits = b.Concat(*per_token, axis=0) if len(per_token) > 1 else per_token[0]
+    if needs_padding:
+        has_pad = b.ReduceMax(b.Cast(b.Equal(labels, b.const([-1.0])), to=1),
+                              b.const([0], "int64"), keepdims=1)
+        logits = b.Sub(logits, b.Mul(b.Sub(b.const(1.0), has_pad), b.const(PAD_SHIFT)))
     iou = b.const([IOUS[t] for t in tokens])
     first = b.Slice(logits, b.const([0], "int64"), b.const([1], "int64"), b.const([0], "int64"))
     obj = b.Clip(b.ReduceMax(first, keepdims=0), b.const(-5.0), b.const(5.0))

@@ -38,7 +38,13 @@ from .concepts import (
     upstream_text_level,
 )
 from .geometry import SMALL, TestGeometry
-from .semantics import brightness_flat, feature_map, gray01_from_uint8_chw, toy_sam_head
+from .semantics import (
+    brightness_flat,
+    feature_map,
+    gray01_from_uint8_chw,
+    pad_prompt,
+    toy_sam_head,
+)
 
 ENCODER = "sam3_image_encoder.onnx"
 LANGUAGE = "sam3_language_encoder.onnx"
@@ -101,9 +107,13 @@ def build_wk_decoder(path: Path, geometry: TestGeometry, slots: int) -> Path:
 
 def build_point_decoder(
     path: Path, geometry: TestGeometry, names: Mapping[str, str] | None = None,
-    mask_input: bool = True,
+    mask_input: bool = True, pads: bool = False,
 ) -> Path:
-    """The v0.6 point decoder; ``names`` renames any of :data:`POINT_NAMES`."""
+    """The v0.6 point decoder; ``names`` renames any of :data:`POINT_NAMES`.
+
+    With ``pads`` it appends SAM's padding point itself; either way its masks shrink when no
+    label -1 point reaches the head.
+    """
     n = {**POINT_NAMES, **(names or {})}
     s, (l0, l1, l2), ch = geometry.input_size, geometry.levels, geometry.channels
     b = GraphBuilder("wk_point_decoder")
@@ -117,10 +127,11 @@ def build_point_decoder(
         m = b.input(n["mask_input"], "float32", [1, 1, l0, l0])
         has = b.input(n["has_mask_input"], "float32", [1])
         extra = {"mask_input": b.Reshape(m, ints(b, l0 * l0)), "has_mask": has}
-    logits, iou, _ = toy_sam_head(
-        b, brightness_flat(b, hr1, l0), b.Reshape(pts, ints(b, -1, 2)),
-        b.Reshape(lab, ints(b, -1)), s, l0, tokens=(1, 2, 3), **extra,
-    )
+    points, labels = b.Reshape(pts, ints(b, -1, 2)), b.Reshape(lab, ints(b, -1))
+    if pads:
+        points, labels = pad_prompt(b, points, labels)
+    logits, iou, _ = toy_sam_head(b, brightness_flat(b, hr1, l0), points, labels, s, l0,
+                                  tokens=(1, 2, 3), needs_padding=True, **extra)
     low = b.Reshape(logits, ints(b, 1, 3, l0, l0))
     b.output(b.resize_to(low, (s, s), (1, 3)), n["masks"], "float32", [1, 3, s, s])
     b.output(b.Reshape(iou, ints(b, 1, 3)), n["iou_predictions"], "float32", [1, 3])
@@ -140,13 +151,16 @@ def build_wkentaro_v03(folder: Path, geometry: TestGeometry = SMALL) -> Path:
 
 def build_wkentaro_v06(
     folder: Path, geometry: TestGeometry = SMALL, slots: int = 16,
-    point_names: Mapping[str, str] | None = None,
+    point_names: Mapping[str, str] | None = None, pads: bool = False,
 ) -> Path:
-    """Write a v0.6.0 bundle (9-output encoder, language encoder, decoder, point decoder)."""
+    """Write a v0.6.0 bundle (9-output encoder, language encoder, decoder, point decoder).
+
+    ``pads``: the point decoder appends SAM's padding point itself (:func:`build_point_decoder`).
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     build_wk_encoder(folder / ENCODER, geometry, point_features=True)
     build_upstream_language(folder / LANGUAGE, TEXT_CHANNELS, data=LANGUAGE + ".data")
     build_wk_decoder(folder / DECODER, geometry, slots=slots)
-    build_point_decoder(folder / POINT_DECODER, geometry, point_names)
+    build_point_decoder(folder / POINT_DECODER, geometry, point_names, pads=pads)
     return folder

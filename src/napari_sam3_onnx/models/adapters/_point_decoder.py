@@ -21,6 +21,7 @@ from ..errors import LayoutMismatchError
 from ..graph_info import GraphSignature, TensorInfo
 from ..runtime import LazySession, RuntimeConfig
 from ._concepts import as_declared
+from ._padding import decide_padding, with_padding
 
 FEATURES = ("image_embeddings", "high_res_features1", "high_res_features2")
 INPUT_ALIASES = {
@@ -99,6 +100,9 @@ class PointDecoder:
             self._fail(sig, missing, leftover)
         self.sources = {self.roles[f]: f for f in FEATURES}
         self.session = LazySession(sig.path, config)
+        #: Does the graph append SAM's padding point itself?
+        self.padding = decide_padding(sig, self.roles["point_coords"], self.roles["point_labels"],
+                                      True)
         self.mask_size = self._mask_size(sig, encoder_outputs)
 
     def _mask_size(self, sig: GraphSignature, encoder_outputs: Mapping[str, TensorInfo]
@@ -152,6 +156,7 @@ class PointDecoder:
         labs = np.asarray(labels).reshape(-1)
         if len(pts) == 0 or len(pts) != len(labs):
             raise ValueError(f"need one label per point, got {len(pts)} points, {len(labs)} labels")
+        pts, labs = with_padding(pts, labs, self.padding)
         feeds = {name: features[src] for name, src in self.sources.items()}
         feeds[self.roles["point_coords"]] = as_declared(pts[None], sig.input(
             self.roles["point_coords"]))

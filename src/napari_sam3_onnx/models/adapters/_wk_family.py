@@ -24,6 +24,7 @@ from ..base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
 from ..errors import CapabilityError, LayoutMismatchError
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from ._common import as_float32, encoder_feed, fixed_dim, require_names, spatial_size
 from ._concepts import as_declared, exemplar_slots, find_graph, slot_count, token_feed
 
@@ -94,6 +95,20 @@ class WkFamilyAdapter(SamAdapter):
         if self._has_slots:
             caps |= {Capability.EXEMPLARS, Capability.BOXES}
         self.capabilities = frozenset(caps)
+
+    def assumptions(self) -> dict[str, tuple[str, str]]:
+        """See the base class."""
+        kind = "probabilities" if self.mask_output == "masks" else "logits"
+        return {
+            "normalisation": asm.normalisation(self._image, self.encoder.path.name),
+            "mask kind": (kind, f"{self.decoder.path.name} output {self.mask_output}"),
+            "score cut": ((f"{self.min_score} inside the graph" if self.min_score else
+                           "none (sigmoid(logit) * sigmoid(presence); caller's floor)"),
+                          asm.CONTRACT),
+            "exemplar slots": (str(self._slots) if self._has_slots else "none",
+                               f"{self.decoder.path.name} box_coords dim 0"),
+            "padding": asm.no_prompt_decoder(),
+        }
 
     # ---- geometry ----------------------------------------------------------------------
     @property

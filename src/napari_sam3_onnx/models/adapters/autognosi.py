@@ -13,7 +13,9 @@ The bit order of ``pred_masks_bits`` is not published. It is decided once per ad
 first detection that can tell: the order whose unpacked masks' bounding boxes agree best with
 ``pred_boxes`` wins (:func:`bit_order_errors`); until then numpy's default ("big") is used. Set
 :attr:`AutognosiAdapter.bit_order` to force one. The detector has no exemplar inputs. Encoding
-runs both image encoders (two ViT passes, section 12 #17).
+runs both image encoders (two ViT passes, section 12 #17); :meth:`AutognosiAdapter.encode_for`
+runs only the one a workflow needs, and :meth:`AutognosiAdapter.complete` adds the other when
+another workflow asks for the same image.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from ..base import Capability, Detections, Embedding, MaskCandidates, SamAdapter
 from ..errors import CapabilityError, LayoutMismatchError
 from ..graph_info import GraphSignature, TensorInfo
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from ._common import as_float32, encoder_feed, fixed_dim, require_names, spatial_size
 from ._concepts import EOT, as_declared, find_graph, missing_graphs, sigmoid, token_feed
+from ._padding import decide_padding, with_padding
 
 FPN = ("fpn_0", "fpn_1", "fpn_2")
 EMBEDDINGS = ("image_embeddings_0", "image_embeddings_1", "image_embeddings_2")
@@ -36,6 +40,11 @@ DETECTOR_IN = (*FPN, "text_features", "attention_mask")
 DETECTOR_OUT = ("pred_masks_bits", "pred_boxes", "pred_logits", "presence_logits")
 PROMPT_IN = ("input_points", "input_labels", *EMBEDDINGS)
 PROMPT_OUT = ("pred_masks", "iou_scores", "object_score_logits")
+OUTPUTS_OF = {"vision_encoder": FPN, "tracker_encoder": EMBEDDINGS}
+#: Which image encoder each workflow needs: the detector's for concepts, the tracker's else.
+ENCODER_FOR = {Capability.TEXT: "vision_encoder", Capability.EXEMPLARS: "vision_encoder",
+               Capability.CLICKS: "tracker_encoder", Capability.BOXES: "tracker_encoder",
+               Capability.MEMORY: "tracker_encoder", Capability.ENCODE: "tracker_encoder"}
 WANTED = {
     "vision_encoder": "pixel_values -> fpn_0..2",
     "text_encoder": "input_ids, attention_mask -> text_features",
@@ -122,6 +131,22 @@ class AutognosiAdapter(SamAdapter):
         self._vision = _image_input(graphs["vision_encoder"], self.layout)
         self._tracker = _image_input(graphs["tracker_encoder"], self.layout)
         self.bit_order = None
+        #: Does the prompt decoder append SAM's padding point itself?
+        self.padding = decide_padding(graphs["prompt_decoder"], "input_points", "input_labels",
+                                      True)
+
+    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+        order = self.bit_order or "not decided yet (big until a detection tells)"
+        return {
+            "padding": asm.padding(self.padding),
+            "normalisation": asm.normalisation(self._vision, self._name("vision_encoder")),
+            "mask kind": ("detector: binary, bit-packed; prompt decoder: logits",
+                          "detector/prompt decoder outputs"),
+            "mask bit order": (order, "forced" if type(self).bit_order else
+                               "decided from boxes vs masks on the first clear detection"),
+            "score cut": ("none (sigmoid(logit) * sigmoid(presence); caller's floor)",
+                          asm.CONTRACT),
+        }
 
     def _name(self, role: str) -> str:
         return self.sessions[role].path.name
@@ -141,16 +166,41 @@ class AutognosiAdapter(SamAdapter):
         return fixed_dim(sig.input("input_ids"), 1, self.layout, sig.path.name)
 
     def encode(self, rgb: np.ndarray) -> Embedding:
-        """Run both image encoders on a ``(rows, cols, 3)`` uint8 RGB image."""
+        """Run both image encoders on a ``(rows, cols, 3)`` uint8 RGB image (two ViT passes)."""
+        return self._run_encoders(rgb, ("vision_encoder", "tracker_encoder"))
+
+    def encode_for(self, rgb: np.ndarray, need: Capability) -> Embedding:
+        """One ViT pass: the detector's ``fpn_*`` for text, the tracker's for clicks/boxes."""
+        return self._run_encoders(rgb, (ENCODER_FOR[need],))
+
+    def lacks(self, embedding: Embedding, need: Capability) -> bool:  # noqa: D102
+        return any(n not in embedding.features for n in OUTPUTS_OF[ENCODER_FOR[need]])
+
+    def complete(self, embedding: Embedding, rgb: np.ndarray, need: Capability) -> Embedding:
+        """Add the encoder ``need`` uses when ``embedding`` lacks it (one more ViT pass)."""
+        if not self.lacks(embedding, need):
+            return embedding
+        extra = self._run_encoders(rgb, (ENCODER_FOR[need],))
+        return Embedding({**embedding.features, **extra.features}, embedding.input_size,
+                         embedding.image_shape)
+
+    def _run_encoders(self, rgb: np.ndarray, roles: Sequence[str]) -> Embedding:
         features: dict[str, np.ndarray] = {}
         feeds: dict[tuple, np.ndarray] = {}  # both encoders usually take the same image feed
-        for role, info, names in (("vision_encoder", self._vision, FPN),
-                                  ("tracker_encoder", self._tracker, EMBEDDINGS)):
+        for role in roles:
+            info = self._vision if role == "vision_encoder" else self._tracker
             key = (info.dtype, info.rank, tuple(info.shape))
             if key not in feeds:
                 feeds[key] = encoder_feed(rgb, info, self.layout, self._name(role))
-            features.update(as_float32(self.sessions[role].run(names, {info.name: feeds[key]})))
+            features.update(as_float32(self.sessions[role].run(list(OUTPUTS_OF[role]),
+                                                               {info.name: feeds[key]})))
         return Embedding(features, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
+
+    def _check(self, embedding: Embedding, need: Capability) -> None:
+        if self.lacks(embedding, need):
+            raise ValueError(
+                f"This embedding holds no {ENCODER_FOR[need]} features (encoded for another "
+                f"workflow); complete it with complete(embedding, rgb, {need.name}).")
 
     def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
         """HF-style: ids padded with the end token 49407, ``attention_mask`` 1 on real tokens."""
@@ -171,6 +221,7 @@ class AutognosiAdapter(SamAdapter):
     ) -> Detections:
         if boxes_cxcywh is not None and len(boxes_cxcywh) > 0:
             raise CapabilityError(self.layout, Capability.EXEMPLARS.value)
+        self._check(embedding, Capability.TEXT)
         feeds = {**{n: embedding.features[n] for n in FPN}, **text.features}
         out = self.sessions["detector"].run(DETECTOR_OUT, feeds)
         bits = out["pred_masks_bits"].reshape(-1, *out["pred_masks_bits"].shape[-2:])
@@ -199,10 +250,12 @@ class AutognosiAdapter(SamAdapter):
     ) -> MaskCandidates:
         if mask_input is not None:
             raise ValueError(f"the {self.layout} prompt decoder takes no mask prompt")
+        self._check(embedding, Capability.CLICKS)
         pts = np.asarray(points_xy, np.float32).reshape(-1, 2)
         labs = np.asarray(labels).reshape(-1)
         if len(pts) == 0 or len(pts) != len(labs):
             raise ValueError(f"need one label per point, got {len(pts)} points, {len(labs)} labels")
+        pts, labs = with_padding(pts, labs, self.padding)
         sig = self.sessions["prompt_decoder"].signature
         feeds = {n: embedding.features[n] for n in EMBEDDINGS}
         feeds["input_points"] = as_declared(pts[None, None], sig.input("input_points"))

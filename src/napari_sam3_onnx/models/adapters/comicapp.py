@@ -26,6 +26,7 @@ from ..base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
 from ..errors import CapabilityError, LayoutMismatchError
 from ..graph_info import GraphSignature, TensorInfo
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from ._common import as_float32, encoder_feed, fixed_dim, spatial_size
 from ._concepts import (
     EOT,
@@ -122,6 +123,23 @@ class ComicAppAdapter(SamAdapter):
         if self._exemplar_role:
             caps |= {Capability.EXEMPLARS, Capability.BOXES}
         self.capabilities = frozenset(caps)
+
+    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+        out = {
+            "normalisation": asm.normalisation(self._image, self.encoder.path.name),
+            "mask kind": ("logits", asm.CONTRACT),
+            "score cut": ("none (sigmoid(logit) * sigmoid(presence); presence not folded)",
+                          asm.CONTRACT),
+            "text ids": ("input_ids padded with 49407" if self._hf else "tokens padded with 0",
+                         f"{self.language.path.name} input name"),
+            "feature levels": (", ".join(t.name for t in self._levels),
+                               f"{self.encoder.path.name}: largest three of its maps"),
+            "padding": asm.no_prompt_decoder(),
+        }
+        for role, (session, roles) in self.prompts.items():
+            out[f"{role} graph roles"] = (", ".join(f"{r}={t.name}" for r, t in roles.items()),
+                                          f"{session.path.name} ranks, dtypes and shapes")
+        return out
 
     @property
     def input_size(self) -> tuple[int, int]:  # noqa: D102

@@ -18,6 +18,7 @@ import numpy as np
 from ..base import Capability, Embedding, MaskCandidates, SamAdapter
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from ._common import encode_image, require_names, spatial_size
 
 EMBEDDINGS = ("image_embeddings.0", "image_embeddings.1", "image_embeddings.2")
@@ -59,6 +60,15 @@ class HfTrackerAdapter(SamAdapter):
         self._mask_size = spatial_size(
             graphs["decoder"].output("pred_masks"), self.layout, graphs["decoder"].path.name
         )
+
+    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+        return {
+            "padding": ("graph pads (boxes travel in input_boxes; a box alone gets one "
+                        "(0, 0, -1) point)", asm.CONTRACT),
+            "normalisation": asm.normalisation(self._input, self.encoder.path.name),
+            "no-memory embedding": ("inside image_embeddings.2 (HF adds it)", asm.CONTRACT),
+            "mask kind": ("logits, multimask only", "decoder outputs"),
+        }
 
     @property
     def input_size(self) -> tuple[int, int]:  # noqa: D102

@@ -24,8 +24,9 @@ differs.
   ``[num_maskmem][C_m]`` (added here to each memory's position encoding by its temporal row).
 
 Without the two memory graphs the bundle answers clicks and boxes; :attr:`Capability.MEMORY` is
-then absent. Two SAM 3 constants have no known home in this export (see
-:data:`NO_MEM_EMBED_KEYS` and :data:`POINTER_POSITIONS`).
+then absent. Two SAM 3 constants have no known home in this export: ``no_mem_embed`` (see
+:data:`NO_MEM_EMBED_KEYS`) and the pointers' temporal projection, taken from ``constants.json`` or
+a ``pointer_tpos.onnx`` graph when the bundle has either (:mod:`._pointer_pos`), else zeros.
 """
 
 from __future__ import annotations
@@ -41,9 +42,12 @@ from ..files import read_json
 from ..graph_info import GraphSignature
 from ..imageops import resize_rgb_uint8
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from . import _memory as mem
 from . import _tracker_util as tu
 from ._common import as_float32, fixed_dim, spatial_size
+from ._padding import PaddingDecision, decide_padding, with_padding
+from ._pointer_pos import PointerEncoding, find_pointer_encoding
 
 FEATS = ("feats0", "feats1", "feats2")
 DECODER_INPUTS = (*FEATS, "input_points", "input_labels")
@@ -64,10 +68,6 @@ TPOS_KEY = "memory_temporal_positional_encoding"
 #: prompted slice; if none is present nothing is added (:attr:`JaxVideoAdapter.no_mem_embed` is
 #: then None). Set ``JaxVideoAdapter.no_mem_embed_keys = ()`` to never add it.
 NO_MEM_EMBED_KEYS = ("no_mem_embed", "no_memory_embedding")
-#: ASSUMPTION: the pointers' temporal encoding (SAM 3: ``obj_ptr_tpos_proj(sine(offset))``) has
-#: no known home in this export, so ``pointer_memory_position_embeddings`` are zeros, as the
-#: EdgeTAM consumers send (EdgeTAM has no pointer encoding). A SAM 3 bundle loses that cue.
-POINTER_POSITIONS = "zeros"
 
 
 def _loose_decoder(g: GraphSignature) -> bool:
@@ -116,6 +116,10 @@ class JaxVideoAdapter(SamAdapter):
             if role in graphs:
                 tu.check_names(graphs[role], self.layout, DECODER_INPUTS, DECODER_OUTPUTS)
                 self.decoders[role] = LazySession(graphs[role].path, config)
+        #: Per decoder file: does the graph append SAM's padding point itself?
+        self.padding: dict[str, PaddingDecision] = {
+            s.path.name: decide_padding(s.signature, "input_points", "input_labels", True)
+            for s in self.decoders.values()}
         first = next(iter(self.decoders.values())).signature
         self._mask_size = spatial_size(first.output("pred_masks"), self.layout, first.path.name)
         self._channels = fixed_dim(first.input("feats2"), 1, self.layout, first.path.name)
@@ -137,6 +141,8 @@ class JaxVideoAdapter(SamAdapter):
                                  if has_memory else None)
         self.memory_encoder = (LazySession(graphs["memory_encoder"].path, config)
                                if has_memory else None)
+        self._config = config
+        self.pointer_encoding: PointerEncoding | None = None
         self._load_constants(folder / "constants.json", has_memory)
         self._pos2: np.ndarray | None = None
         caps = {Capability.ENCODE, Capability.CLICKS, Capability.BOXES}
@@ -169,6 +175,48 @@ class JaxVideoAdapter(SamAdapter):
             men = self.memory_encoder.signature
             self._memory_mask_size = spatial_size(men.input("pred_masks_high_res"), self.layout,
                                                   men.path.name)
+            self.pointer_encoding = find_pointer_encoding(
+                consts, path.parent, path.name, self._memory_channels(), self._channels,
+                self._config, self.layout)
+
+    def _memory_channels(self) -> int:
+        """``C_m`` as the memory encoder (else memory attention) declares it; SAM 3's 64."""
+        for info in (self.memory_encoder.signature.output("memory_tokens"),
+                     self.memory_attention.signature.input("pointer_memory")):
+            if isinstance(info.shape[-1], int) and info.shape[-1] > 0:
+                return int(info.shape[-1])
+        return 64
+
+    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+        out = {
+            "padding": asm.padding(self.padding),
+            "normalisation": (f"x / 255, (x - {[round(float(v), 4) for v in self.image_mean]})"
+                              f" / {[round(float(v), 4) for v in self.image_std]}",
+                              "constants.json image_mean/std"),
+            "no-memory embedding": (
+                ("added to feats2 on prompted slices", f"constants.json "
+                 f"{next(k for k in self.no_mem_embed_keys if self.no_mem_embed is not None)}")
+                if self.no_mem_embed is not None else
+                ("none added", f"constants.json has none of {list(self.no_mem_embed_keys)}")),
+            "mask kind": ("logits (pred_masks, multimask; a 1-candidate graph is the "
+                          "single-mask decoder)", "decoder outputs"),
+            "empty prompt": ("one point (0, 0) label -1", "EdgeTAM-sibling consumers"),
+        }
+        if self.pointer_encoding is not None:
+            pe = self.pointer_encoding
+            value = ("zeros" if pe.is_zeros else
+                     "sine(offset / (max_ptrs - 1)) projected, repeated per token")
+            out["pointer encoding"] = (value, pe.source)
+            out["memory temporal rows"] = (f"{len(self._tpos)} rows added to memory pos enc",
+                                           f"constants.json {TPOS_KEY}")
+        return out
+
+    @property
+    def memory_note(self) -> str:  # noqa: D102
+        if self.pointer_encoding is None or not self.pointer_encoding.is_zeros:
+            return ""
+        return ("object pointers without their temporal encoding (the bundle ships no "
+                "obj_ptr_tpos_proj in constants.json and no pointer_tpos.onnx)")
 
     # ---- geometry -----------------------------------------------------------------------
     @property
@@ -212,6 +260,7 @@ class JaxVideoAdapter(SamAdapter):
                                self.decoders.get("decoder_single"))
         if len(labs) == 0:  # SAM's empty prompt, as the consumers send it
             pts, labs = np.zeros((1, 2), np.float32), np.full(1, -1, np.int64)
+        pts, labs = with_padding(pts, labs, self.padding[dec.path.name])
         feats = embedding.features
         top = feats.get(mem.CONDITIONED)
         if top is None:  # prompted slice: raw feats2 (+ no_mem_embed once, see the switch)
@@ -263,9 +312,8 @@ class JaxVideoAdapter(SamAdapter):
         pointers: np.ndarray,
         pointer_offsets: Sequence[float],
     ) -> Embedding:
-        # pointer offsets only matter through POINTER_POSITIONS (zeros: unused)
         self._require(Capability.MEMORY)
-        rows, ptrs, _ = mem.check_memory_args(memories, memory_rows, pointers, pointer_offsets,
+        rows, ptrs, offs = mem.check_memory_args(memories, memory_rows, pointers, pointer_offsets,
                                               self.memory_settings, self._channels)
         cm = memories[0].features.shape[-1]
         if self._channels % cm:
@@ -278,18 +326,21 @@ class JaxVideoAdapter(SamAdapter):
         spatial_pos = np.concatenate([m.pos_enc + self._tpos[r] for m, r in
                                       zip(memories, rows, strict=True)])[:, None, :]
         ptr_tokens = ptrs.reshape(-1, 1, cm)  # pointer p -> tokens ptr[j*C_m:(j+1)*C_m]
+        # SAM 3: offset / (max_ptrs - 1); the engine scales offsets for this fixed divisor
+        norm = max(1, (self.memory_settings.max_obj_ptrs or 16) - 1)
+        ptr_pos = self.pointer_encoding.tokens(offs / np.float32(norm))
         out = self.memory_attention.run(["conditioned_features"], {
             "current_vision_features": tu.nchw_to_tokens(embedding.features["feats2"]),
             "current_vision_position_embeddings": (
                 self._pos2 if self._pos2.ndim == 3 else tu.nchw_to_tokens(self._pos2)),
             "spatial_memory": spatial.astype(np.float32),
             "spatial_memory_position_embeddings": spatial_pos.astype(np.float32),
-            "pointer_memory": ptr_tokens, "pointer_memory_position_embeddings":
-                np.zeros_like(ptr_tokens),
+            "pointer_memory": ptr_tokens,
+            "pointer_memory_position_embeddings": ptr_pos.astype(np.float32),
         })
         fused = tu.tokens_to_nchw(out["conditioned_features"], self._channels, self._grid)
         return mem.conditioned(embedding, fused)
 
     def close(self) -> None:  # noqa: D102
         tu.close_all(self.encoder, *self.decoders.values(), self.memory_attention,
-                     self.memory_encoder)
+                     self.memory_encoder, self.pointer_encoding)

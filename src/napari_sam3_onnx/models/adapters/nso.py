@@ -36,10 +36,12 @@ from ..errors import BundleFileError, LayoutMismatchError, ModelFileMissingError
 from ..files import read_json, read_npz
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from . import _memory as mem
 from . import _tracker_util as tu
 from ._common import encode_image, fixed_dim, spatial_size
 from ._concepts import as_declared, cxcywh_to_xyxy, exemplar_slots, sigmoid, slot_count, token_feed
+from ._padding import decide_padding, with_padding
 
 DET = ("det_fpn_0", "det_fpn_1", "det_fpn_2")
 TRK = ("trk_feat_0", "trk_feat_1", "trk_feat_2")
@@ -92,6 +94,8 @@ class NsoAdapter(SamAdapter):
         self._label_dtype = np.dtype(dec.input("point_labels").dtype)
         # bundles exported before the batch axis was dynamic take one object per call
         self._batched = dec.input("point_coords").shape[0] != 1
+        #: Does the decoder append SAM's padding point itself? (this project's export does)
+        self.padding = decide_padding(dec, "point_coords", "point_labels", True)
         self.language = self.detector = self.memory_encoder = self.memory_attention = None
         caps = {Capability.ENCODE, Capability.CLICKS, Capability.BOXES}
         if "language" in graphs and "detector" in graphs:
@@ -168,6 +172,23 @@ class NsoAdapter(SamAdapter):
         """``(1, C, 1, 1)`` float32 added to the raw feature on prompted slices."""
         return self._no_mem
 
+    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+        out = {
+            "padding": asm.padding(self.padding),
+            "normalisation": asm.normalisation(self._input, self.encoder.path.name),
+            "no-memory embedding": ("added to trk_feat_2 on prompted slices",
+                                    f"{self.constants_path.name} no_mem_embed"),
+            "mask kind": ("logits; token 0 single-mask, 1-3 multimask", "decoder outputs"),
+        }
+        if self.detector is not None:
+            out["score cut"] = ("none (sigmoid(logit) * sigmoid(presence); caller's floor)",
+                                "raw detector heads")
+        if self.memory_attention is not None:
+            out["pointer encoding"] = ("in the memory-attention graph (pointer_tpos = "
+                                       "offset / (max_obj_ptrs - 1))",
+                                       self.memory_attention.path.name)
+        return out
+
     # ---- image path ---------------------------------------------------------------------
     def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
         return encode_image(self.encoder, self._input, self.layout, rgb, self._encoder_outputs)
@@ -184,6 +205,7 @@ class NsoAdapter(SamAdapter):
         n_points = len(labs)
         if n_points == 0:  # SAM's empty prompt (a tracked slice): one point (0, 0), label -1
             pts, labs = np.zeros((1, 2), np.float32), np.full(1, -1, np.int64)
+        pts, labs = with_padding(pts, labs, self.padding)
         feats = embedding.features
         top = feats.get(mem.CONDITIONED)
         if top is None:  # a prompted slice: raw feature + no_mem_embed, added exactly once

@@ -42,9 +42,11 @@ from ..errors import LayoutMismatchError, ModelFileMissingError
 from ..files import read_npz
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from . import _memory as mem
 from . import _tracker_util as tu
 from ._common import encode_image, fixed_dim, require_names, spatial_size
+from ._padding import PaddingDecision, decide_padding, with_padding
 
 EMBEDDINGS = ("image_embeddings.0", "image_embeddings.1", "image_embeddings.2")
 DECODER_INPUTS = ("point_coords", "point_labels", "image_embed", "high_res_feats_0",
@@ -108,6 +110,10 @@ class PagarciaTrackerAdapter(SamAdapter):
         self._input = enc.input("pixel_values")
         self.decoders = {r: LazySession(graphs[r].path, config) for r in DECODER_BASES
                          if r in graphs}
+        #: Per decoder file: does the graph append SAM's padding point itself?
+        self.padding: dict[str, PaddingDecision] = {
+            s.path.name: decide_padding(s.signature, "point_coords", "point_labels", True)
+            for s in self.decoders.values()}
         first = next(iter(self.decoders.values())).signature
         self._mask_size = spatial_size(first.output("pred_mask"), self.layout, first.path.name)
         self._label_dtype = np.dtype(first.input("point_labels").dtype)
@@ -199,6 +205,20 @@ class PagarciaTrackerAdapter(SamAdapter):
         """``(1, C, 1, 1)`` float32 added to the raw feature on prompted slices (from the npz)."""
         return self._no_mem
 
+    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+        out = {
+            "padding": asm.padding(self.padding),
+            "normalisation": asm.normalisation(self._input, self.encoder.path.name),
+            "no-memory embedding": ("no_mem_embed added to image_embeddings.2 on prompted "
+                                    "slices", "video_constants npz no_mem_embed_bchw"),
+            "mask kind": ("logits (best-IoU selection and occlusion gating in the graph)",
+                          "decoder outputs"),
+        }
+        if self.memory_attention is not None:
+            out["pointer encoding"] = ("in the memory-attention graph (raw slice distances "
+                                       "in memory_obj_tpos)", self.memory_attention.path.name)
+        return out
+
     # ---- image path ---------------------------------------------------------------------
     def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
         return encode_image(self.encoder, self._input, self.layout, rgb, EMBEDDINGS)
@@ -223,6 +243,7 @@ class PagarciaTrackerAdapter(SamAdapter):
             prefix = "decoder_mask"
         dec = tu.pick_decoder(len(labs), self.decoders.get(f"{prefix}_multi"),
                                self.decoders.get(f"{prefix}_single"))
+        pts, labs = with_padding(pts, labs, self.padding[dec.path.name])
         outs = dec.signature.output_names
         multi = {"iou_scores", "pred_multimasks"} <= outs
         names = ["obj_ptr", "object_score_logits",

@@ -22,6 +22,7 @@ import numpy as np
 from ..base import Capability, Detections, Embedding, MaskCandidates
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
+from . import _assumptions as asm
 from ._concepts import find_graph, missing_graphs
 from ._point_decoder import FEATURES, PointDecoder, looks_like_point_decoder
 from ._wk_family import (
@@ -116,6 +117,12 @@ class WkentaroV06Adapter(WkentaroV03Adapter):
         needed = [f for f in self.points.sources.values() if f not in self._image_names]
         self._image_names = (*self._image_names, *needed)
         self.capabilities = self.capabilities | {Capability.CLICKS, Capability.BOXES}
+
+    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+        roles = ", ".join(f"{r}={n}" for r, n in sorted(self.points.roles.items()))
+        return {**super().assumptions(), "padding": asm.padding(self.points.padding),
+                "point decoder roles": (roles, f"{self.points.session.path.name} input names "
+                                        "and shapes")}
 
     @property
     def point_session(self) -> LazySession:
