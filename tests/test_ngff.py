@@ -143,7 +143,9 @@ def test_labels_go_into_an_ome_zarr_image_without_touching_its_arrays(tmp_path, 
     assert attrs["image-label"]["source"] == {"image": "../../"}
     ms = attrs["multiscales"][0]
     assert [a["name"] for a in ms["axes"]] == ["z", "y", "x"]
-    assert ms["datasets"][0]["coordinateTransformations"][0]["scale"] == [1.0, 0.4, 0.65]
+    # The image's own scale on every axis (z too), so labels and image overlay in a viewer.
+    assert ms["datasets"][0]["coordinateTransformations"][0]["scale"] == [2.0, 0.4, 0.65]
+    assert [a.get("unit") for a in ms["axes"]] == ["micrometer"] * 3
     if zarr_format == 3:  # NGFF 0.5: zarr 3, metadata under "ome", version there only
         assert json.loads((out / "zarr.json").read_text())["attributes"]["ome"]["version"] \
             == "0.5"
@@ -151,6 +153,18 @@ def test_labels_go_into_an_ome_zarr_image_without_touching_its_arrays(tmp_path, 
     else:
         assert (out / ".zgroup").is_file() and ms["version"] == "0.4"
     assert zarr.open_group(str(out), mode="r")["0"].shape == (3, 70, 110)
+    # Next to the image, the labels take its scale too; along another axis only (y, x) sizes
+    # of a plane could carry over, and those planes are other cuts: no size is claimed.
+    beside = tmp_path / "beside.ome.zarr"
+    assert main(["text", str(folder), str(image), "--concepts", "nucleus", "--out",
+                 str(beside)]) == 0
+    assert ngff_attrs(beside)["multiscales"][0]["datasets"][0]["coordinateTransformations"] \
+        == [{"type": "scale", "scale": [2.0, 0.4, 0.65]}]
+    across = tmp_path / "across.ome.zarr"
+    assert main(["text", str(folder), str(image), "--concepts", "nucleus", "--axis", "2",
+                 "--out", str(across)]) == 0
+    ms_across = ngff_attrs(across)["multiscales"][0]
+    assert ms_across["datasets"][0]["coordinateTransformations"][0]["scale"] == [1.0] * 3
     # A second run needs --overwrite and replaces only the labels group.
     assert main(run) == 2
     assert main([*run, "--overwrite"]) == 0

@@ -202,6 +202,40 @@ def _write_group(folder: Path, shape: tuple[int, ...], planes: Iterable[np.ndarr
     root.attrs.update(_ome_attrs(version, {"multiscales": [ms], "image-label": label}))
 
 
+def image_transform(image: Path, shape: Sequence[int]) -> dict | None:
+    """``scale``, ``translation``, ``units`` and ``axes`` of an OME-Zarr image's full level.
+
+    Singleton ``c``/``t`` axes are left out, as :func:`~.io.read_image` leaves them out. None
+    unless what remains has exactly ``shape``: only then are these labels of that image,
+    pixel for pixel, and take its physical sizes on every axis (z included).
+    """
+    import zarr
+
+    attrs = _attrs(Path(image)) or {}
+    try:
+        ms = attrs["multiscales"][0]
+        names = [a["name"] if isinstance(a, dict) else str(a) for a in ms["axes"]]
+        units = [a.get("unit") if isinstance(a, dict) else None for a in ms["axes"]]
+        dataset = ms["datasets"][0]
+        full = zarr.open_array(str(Path(image) / dataset["path"]), mode="r").shape
+        scale = [1.0] * len(names)
+        translation = [0.0] * len(names)
+        for t in [*ms.get("coordinateTransformations", []),
+                  *dataset.get("coordinateTransformations", [])]:
+            if t.get("type") == "scale":
+                scale = [a * float(b) for a, b in zip(scale, t["scale"], strict=True)]
+            elif t.get("type") == "translation":
+                translation = [a + float(b) for a, b in zip(translation, t["translation"],
+                                                            strict=True)]
+    except (KeyError, IndexError, TypeError, ValueError, OSError):
+        return None
+    keep = [i for i, n in enumerate(names) if not (n in ("c", "t") and full[i] == 1)]
+    if [int(full[i]) for i in keep] != [int(s) for s in shape]:
+        return None
+    return {"scale": [scale[i] for i in keep], "translation": [translation[i] for i in keep],
+            "units": [units[i] for i in keep], "axes": "".join(names[i] for i in keep)}
+
+
 def _image_format(image: Path) -> tuple[int, str]:
     """``(zarr_format, NGFF version)`` of an OME-Zarr image group."""
     if (image / "zarr.json").is_file():
@@ -226,7 +260,8 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
                       scale: Sequence[float] | None = None,
                       translation: Sequence[float] | None = None,
                       units: Sequence[str | None] | None = None, axes: str | None = None,
-                      colours: Callable[[int], Sequence[int]] | None = None) -> Path:
+                      colours: Callable[[int], Sequence[int]] | None = None,
+                      like: Path | None = None) -> Path:
     """Write int32 label planes as an NGFF labels image (see the module notes).
 
     Parameters
@@ -248,6 +283,11 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
         Axis letters (``"ZYX"``) when known.
     colours : callable, optional
         ``label id -> (r, g, b, a)`` in 0-255 (default :func:`label_colour`).
+    like : Path, optional
+        An OME-Zarr image these labels were computed from, axis for axis: when its full level
+        has ``shape`` (:func:`image_transform`), its scale, translation, units and axes are
+        used instead of the ones given. Labels written into an image are always checked
+        against that image this way.
 
     Returns
     -------
@@ -257,6 +297,12 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
     path = Path(path)
     shape = tuple(int(s) for s in shape)
     ndim = len(shape)
+    image = image_of_labels(path)
+    same = image_transform(image if image is not None else like, shape) if (
+        image is not None or like is not None) else None
+    if same is not None:
+        scale, translation = same["scale"], same["translation"]
+        units, axes = same["units"], same["axes"]
     multiscale = {"name": path.name.removesuffix(NGFF_SUFFIX) or "labels",
                   "axes": ngff_axes(ndim, axes, units)}
     transforms: list[dict] = [{"type": "scale", "scale": [float(s) for s in (
@@ -268,7 +314,6 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
         raise ValueError(f"scale/translation need {ndim} values")
     multiscale["datasets"] = [{"path": "0", "coordinateTransformations": transforms}]
     colours = colours or label_colour
-    image = image_of_labels(path)
     if image is None:
         with atomic_output(path, directory=True) as tmp:
             _write_group(tmp, shape, planes, 2, "0.4", multiscale, colours, None)

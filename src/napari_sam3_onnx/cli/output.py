@@ -94,7 +94,8 @@ def ngff_metadata(ndim: int, pixel_size: tuple[float, float] | None,
 
 
 def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
-                 pixel_size: tuple[float, float] | None = None, axes: str | None = None) -> Path:
+                 pixel_size: tuple[float, float] | None = None, axes: str | None = None,
+                 like: Path | None = None) -> Path:
     """Write int32 label planes (C order over the leading axes) to a new file, then rename.
 
     Parameters
@@ -113,11 +114,14 @@ def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
         ``(row, col)`` micrometres per pixel, recorded in a TIFF or OME-Zarr.
     axes : str, optional
         OME axis letters of a TIFF, one per dimension (default :data:`DEFAULT_AXES`).
+    like : Path, optional
+        The OME-Zarr input image when the labels have its axes in its order: OME-Zarr labels
+        then take its scale on every axis (see :func:`~..api.ngff.write_ngff_labels`).
     """
     shape = tuple(int(s) for s in shape)
     if is_ngff_output(path):
-        return write_ngff_labels(path, shape, planes, **ngff_metadata(len(shape), pixel_size,
-                                                                      axes))
+        return write_ngff_labels(path, shape, planes, like=like,
+                                 **ngff_metadata(len(shape), pixel_size, axes))
     name = path.name.lower()
     with atomic_output(path, directory=name.endswith(".zarr")) as tmp:
         _write(tmp, name, shape, planes, pixel_size, axes)
