@@ -211,3 +211,26 @@ def test_an_interrupted_write_into_an_image_leaves_its_labels_as_they_were(tmp_p
                                   np.stack(first))
     assert sorted(p.name for p in (image / "labels").iterdir()) == ["cells", "zarr.json"]
     assert ngff_attrs(image / "labels")["labels"] == ["cells"]
+
+
+def test_labels_of_a_tczyx_image_take_its_scale_and_translation_without_c_and_t(tmp_path):
+    import napari_sam3_onnx.api.ngff as ngff
+
+    root = zarr.open_group(str(tmp_path / "img.ome.zarr"), mode="w", zarr_format=2)
+    root.create_array("0", shape=(1, 1, 4, 30, 50), dtype="uint8")
+    root.attrs.update({"multiscales": [{"version": "0.4", "axes": [
+        {"name": "t", "type": "time"}, {"name": "c", "type": "channel"},
+        *({"name": n, "type": "space", "unit": "micrometer"} for n in "zyx")],
+        "datasets": [{"path": "0", "coordinateTransformations": [
+            {"type": "scale", "scale": [1.0, 1.0, 3.0, 0.2, 0.3]},
+            {"type": "translation", "translation": [0.0, 0.0, 6.0, 1.0, 2.0]}]}]}]})
+    image = tmp_path / "img.ome.zarr"
+    got = ngff.image_transform(image, (4, 30, 50))
+    assert got == {"scale": [3.0, 0.2, 0.3], "translation": [6.0, 1.0, 2.0],
+                   "units": ["micrometer"] * 3, "axes": "zyx"}
+    assert ngff.image_transform(image, (4, 50, 30)) is None  # not labels of this image
+    out = write_ngff_labels(image / "labels" / "a", (4, 30, 50),
+                            iter(label_planes(4, 30, 50)), scale=[1, 1, 1])
+    transforms = ngff_attrs(out)["multiscales"][0]["datasets"][0]["coordinateTransformations"]
+    assert transforms == [{"type": "scale", "scale": [3.0, 0.2, 0.3]},
+                          {"type": "translation", "translation": [6.0, 1.0, 2.0]}]
