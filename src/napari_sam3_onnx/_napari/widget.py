@@ -31,6 +31,7 @@ from .fov import make_controls
 from .layers import OBJECTS_NAME, plane_shape, set_polarity
 from .model_panel import ModelPanel
 from .panels import extra_panels
+from .save_labels import SaveLabelsButton
 from .session import ClickSession
 
 KEYS = {"t": "toggle", "c": "commit", "Shift-C": "clear"}
@@ -107,6 +108,8 @@ class ClicksWidget(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self.model)
         layout.addWidget(self.tabs)
+        self.save_labels = SaveLabelsButton(napari_viewer, self._notify)
+        layout.addWidget(self.save_labels)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
 

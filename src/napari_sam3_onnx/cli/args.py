@@ -17,6 +17,10 @@ from .seeds import add_seed_args
 FMT = argparse.RawDescriptionHelpFormatter
 
 
+#: What ``--out`` of the labels commands takes.
+OUT_HELP = "labels: .tif, .npy, .zarr, .ome.zarr (NGFF) or IMAGE.ome.zarr/labels/NAME"
+
+
 def whole(low: int, what: str):
     """An argparse type: a whole number >= ``low``."""
     def parse(text: str) -> int:
@@ -129,7 +133,7 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
     p.add_argument("input", type=Path, help="one TIFF, .npy or zarr/OME-Zarr image")
     p.add_argument("--concepts", required=True,
                    help="comma-separated phrases, e.g. 'nucleus, cell'")
-    p.add_argument("--out", type=Path, required=True, help="labels file: .tif, .npy or .zarr")
+    p.add_argument("--out", type=Path, required=True, help=OUT_HELP)
     p.add_argument("--table", type=Path, help="CSV file with one row per instance")
     p.add_argument("--overwrite", action="store_true",
                    help="replace --out/--table if they exist (never the input, seeds or store)")
@@ -155,7 +159,7 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
         "40 61 --click 2 5 12 30 --out tracks.tif --store emb.zarr")
     p.add_argument("bundle", help="bundle id or folder (needs 'clicks')")
     p.add_argument("input", type=Path, help="one TIFF, .npy or zarr/OME-Zarr stack")
-    p.add_argument("--out", type=Path, required=True, help="labels file: .tif, .npy or .zarr")
+    p.add_argument("--out", type=Path, required=True, help=OUT_HELP)
     add_seed_args(p)
     p.add_argument("--direction", choices=("both", "forward", "backward"), default="both")
     p.add_argument("--range", metavar="A:B", help="only visit these slices")

@@ -63,6 +63,8 @@ def _labels_metadata(args: argparse.Namespace, path: Path, ndim: int) -> dict:
     if lead > 0 and args.axis % ndim >= lead:
         return {}
     meta: dict = {"pixel_size": pixel_size(path)}
+    if lead == 0 or args.axis % ndim == 0:
+        meta["like"] = path  # the input's own axis order: an OME-Zarr input lends its scale
     axes = image_axes(path)
     if axes is not None and len(axes) == ndim:
         axis = args.axis % ndim if lead else 0

@@ -3,7 +3,9 @@
 A microscopist's raw data and annotations are never touched without consent: an output that
 already exists is replaced only with ``--overwrite``; the input image, a seed labels file and
 the embedding store are refused as outputs even then; a folder is replaced only when it is a
-zarr array (what ``--out x.zarr`` writes), never any other folder. Paths are compared after
+zarr array (what ``--out x.zarr`` writes) or an OME-Zarr labels image (``--out x.ome.zarr``),
+never any other folder. Labels go into an OME-Zarr input image only as ``IMAGE/labels/NAME``,
+beside its arrays, which stay refused. Paths are compared after
 resolving symlinks and ``..``, so ``./a/../in.tif`` or a link to the input is still the input.
 """
 
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..api.io import InputError
+from ..api.ngff import image_of_labels, is_ngff_image, is_ngff_labels, is_ngff_output
 
 #: (flag, path or None) of an output, or of a path that must not be written: ("input", p).
 Named = tuple[str, "Path | None"]
@@ -58,6 +61,8 @@ def is_zarr_array(path: Path) -> bool:
 
 def _check_folder(flag: str, path: Path, real: Path) -> None:
     folder = real.parent
+    if not folder.exists() and image_of_labels(real) is not None:
+        folder = folder.parent  # IMAGE/labels is created inside the OME-Zarr image
     if not folder.is_dir():
         raise InputError(f"{flag} {path}: the folder {path.parent} does not exist.")
     if not os.access(folder, os.W_OK | os.X_OK):
@@ -70,9 +75,10 @@ def _check_existing(flag: str, path: Path, directory: bool, overwrite: bool) -> 
     if not overwrite:
         raise InputError(f"{flag} {path} already exists; pass --overwrite to replace it, or "
                          "choose another name.")
-    if directory and not (path.is_dir() and is_zarr_array(path)):
-        raise InputError(f"{flag} {path} exists and is not a zarr array folder; not replacing "
-                         "it even with --overwrite (remove it yourself if it can go).")
+    if directory and not (path.is_dir() and (is_zarr_array(path) or is_ngff_labels(path))):
+        raise InputError(f"{flag} {path} exists and is not a zarr array folder (nor "
+                         "OME-Zarr labels); not replacing it even with --overwrite (remove it "
+                         "yourself if it can go).")
     if not directory and path.is_dir():
         raise InputError(f"{flag} {path} is a folder; --overwrite replaces files, not folders.")
 
@@ -108,16 +114,24 @@ def check_outputs(outputs: Sequence[Named], protected: Sequence[Named],
         real = _resolved(path)
         for what, other, other_real in guarded:
             how = _overlaps(real, other_real)
+            into = what == "input image" and image_of_labels(real) == other_real
+            if how == "is inside" and into:
+                continue  # IMAGE/labels/NAME: new labels beside the image's arrays, not in them
             if how is not None:
+                hint = ""
+                if what == "input image" and is_ngff_image(other_real):
+                    hint = (" To add the labels to the OME-Zarr image, name "
+                            f"{other / 'labels' / 'NAME'}.")
                 raise InputError(f"{flag} {path} {how} the {what} {other}: an output never "
                                  "replaces the data it is computed from (not even with "
-                                 "--overwrite); choose another name.")
+                                 f"--overwrite); choose another name.{hint}")
         if real in seen:
             raise InputError(f"{flag} {path} and {seen[real]} name the same file; give each "
                              "output its own name.")
         seen[real] = f"{flag} {path}"
         _check_folder(flag, path, real)
-        _check_existing(flag, path, path.name.lower().endswith(".zarr"), overwrite)
+        _check_existing(flag, path, path.name.lower().endswith(".zarr") or is_ngff_output(path),
+                        overwrite)
 
 
 def check_store(path: Path | None, protected: Sequence[Named]) -> None:

@@ -9,15 +9,21 @@ from pathlib import Path
 import numpy as np
 
 from ..api.io import InputError
+from ..api.ngff import is_ngff_output, write_ngff_labels
 from .atomic import atomic_output
 
 LABEL_SUFFIXES = (".tif", ".tiff", ".npy", ".zarr")
 
 
 def check_labels_path(path: Path) -> Path:
-    """Refuse an output name whose format is unknown (the folder is checked by :mod:`.guard`)."""
-    if not path.name.lower().endswith(LABEL_SUFFIXES):
-        raise InputError(f"--out {path}: use a .tif, .npy or .zarr name for the labels.")
+    """Refuse an output name whose format is unknown (the folder is checked by :mod:`.guard`).
+
+    ``IMAGE/labels/NAME`` inside an OME-Zarr image is a name too (NGFF labels of that image).
+    """
+    if not (path.name.lower().endswith(LABEL_SUFFIXES) or is_ngff_output(path)):
+        raise InputError(f"--out {path}: use a .tif, .npy, .zarr or .ome.zarr name for the "
+                         "labels (or IMAGE.ome.zarr/labels/NAME to add them to an OME-Zarr "
+                         "image).")
     return path
 
 
@@ -73,14 +79,30 @@ def tiff_metadata(ndim: int, pixel_size: tuple[float, float] | None,
     return kwargs
 
 
+def ngff_metadata(ndim: int, pixel_size: tuple[float, float] | None,
+                  axes: str | None = None) -> dict:
+    """Keywords for :func:`~..api.ngff.write_ngff_labels`: axes and, if known, the pixel size.
+
+    Only rows and columns get a physical size (micrometres); other axes keep scale 1 and no
+    unit, since the input's pixel size says nothing about them.
+    """
+    meta: dict = {"axes": axes}
+    if pixel_size is not None:
+        meta["scale"] = [1.0] * (ndim - 2) + [float(v) for v in pixel_size]
+        meta["units"] = [None] * (ndim - 2) + ["micrometer"] * 2
+    return meta
+
+
 def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
-                 pixel_size: tuple[float, float] | None = None, axes: str | None = None) -> Path:
+                 pixel_size: tuple[float, float] | None = None, axes: str | None = None,
+                 like: Path | None = None) -> Path:
     """Write int32 label planes (C order over the leading axes) to a new file, then rename.
 
     Parameters
     ----------
     path : Path
-        ``.tif``/``.tiff`` (OME-TIFF, zlib-compressed 256-px tiles), ``.npy`` or ``.zarr``.
+        ``.tif``/``.tiff`` (OME-TIFF, zlib-compressed 256-px tiles), ``.npy``, ``.zarr`` (a
+        plain array), ``.ome.zarr`` or ``IMAGE/labels/NAME`` (NGFF labels, :mod:`..api.ngff`).
         Whether it may be replaced is decided before the work (:mod:`.guard`).
     shape : sequence of int
         ``(..., rows, cols)`` of the whole labels array.
@@ -89,11 +111,17 @@ def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
         that takes the name only when complete: an interrupted run leaves no half-written
         labels, and an old file of that name intact.
     pixel_size : (float, float), optional
-        ``(row, col)`` micrometres per pixel, recorded in a TIFF.
+        ``(row, col)`` micrometres per pixel, recorded in a TIFF or OME-Zarr.
     axes : str, optional
         OME axis letters of a TIFF, one per dimension (default :data:`DEFAULT_AXES`).
+    like : Path, optional
+        The OME-Zarr input image when the labels have its axes in its order: OME-Zarr labels
+        then take its scale on every axis (see :func:`~..api.ngff.write_ngff_labels`).
     """
     shape = tuple(int(s) for s in shape)
+    if is_ngff_output(path):
+        return write_ngff_labels(path, shape, planes, like=like,
+                                 **ngff_metadata(len(shape), pixel_size, axes))
     name = path.name.lower()
     with atomic_output(path, directory=name.endswith(".zarr")) as tmp:
         _write(tmp, name, shape, planes, pixel_size, axes)
