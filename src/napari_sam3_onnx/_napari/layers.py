@@ -91,6 +91,25 @@ def _owner(layer: Layer) -> str | None:
     return layer.metadata.get(OWNER_KEY)
 
 
+def unwrap(obj):
+    """The object itself behind napari's plugin proxy (``PublicOnlyProxy``), else ``obj``.
+
+    napari hands a plugin widget a wrapped viewer; every layer read through it is a new
+    wrapper, so ``a is b`` is False for the same layer. Compare layers with :func:`same`.
+    """
+    return getattr(obj, "__wrapped__", obj)
+
+
+def same(a, b) -> bool:
+    """Whether ``a`` and ``b`` are the same layer (or both None), wrapped or not."""
+    return unwrap(a) is unwrap(b)
+
+
+def is_scratch(layer: Layer) -> bool:
+    """Whether ``layer`` is a preview layer of this plugin (of any image): never a target."""
+    return str(_owner(layer) or "").endswith(f"/{PREVIEW_NAME}")
+
+
 def find_or_add(viewer, cls: type, name: str, image: Image, **kwargs) -> Layer:
     """Reuse the image's layer of this role, or add a new one with the image's transform.
 

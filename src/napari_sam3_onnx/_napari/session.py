@@ -51,6 +51,7 @@ class ClickSession:
         self.overwrite = self.prefetch = False
         self.view = fov.ViewMode()  # whole plane, field of view or tiles
         self.messages: list[str] = []
+        self.closed = False
         self._locks = workers.SingleFlight()
         self._versions: dict = {}
         self._last: dict[tuple, tuple[Prompt, ObjectMask]] = {}
@@ -111,6 +112,8 @@ class ClickSession:
         changes that follow quickly, or arrive while a job is out, wait for the quiet time.
         """
         self.generation += 1
+        if self.closed:
+            return
         quiet = time.monotonic() - self._last_run >= DEBOUNCE_MS / 1000
         if not self._timer.isActive() and self._running == 0 and quiet:
             self._timer.start(0)
@@ -214,7 +217,13 @@ class ClickSession:
     @property
     def pending(self) -> bool:
         """Whether a run is scheduled or a job is still out (tests wait for this)."""
-        return self._timer.isActive() or self._running > 0
+        return self._timer_active() or self._running > 0
+
+    def _timer_active(self) -> bool:
+        try:
+            return self._timer.isActive()
+        except RuntimeError:  # Qt deleted it (interpreter exit)
+            return False
 
     def _prefetch(self, ref: SliceRef) -> None:
         """Encode the planes before and after the current one, in the background."""
@@ -232,6 +241,10 @@ class ClickSession:
             return []
         if self._applied != self.generation:
             self._say("The preview is still being updated; commit again when it shows.")
+            return []
+        if layers.is_scratch(lay.target) or layers.same(lay.target, lay.preview):
+            self._say(f"'{lay.target.name}' is the plugin's scratch layer; choose another "
+                      "'Commit to' layer.")
             return []
         if lay.target not in self.viewer.layers:
             self._say(f"The target layer was removed; writing into a new '{layers.OBJECTS_NAME}'.")
@@ -286,7 +299,7 @@ class ClickSession:
         lay = self.layers
         if lay is None:
             return
-        if event.value is lay.image:
+        if layers.same(event.value, lay.image):
             self._disconnect()
             self.layers = None
             self.generation += 1
@@ -324,10 +337,24 @@ class ClickSession:
         self.notify(message)
 
     def close(self) -> None:
-        """Stop listening to the viewer (the widget calls this when it goes away)."""
-        self._timer.stop()
-        self._disconnect()
-        self.viewer.dims.events.current_step.disconnect(self._on_step)
-        self.viewer.dims.events.ndisplay.disconnect(self._on_step)
-        self.viewer.layers.events.removed.disconnect(self._on_removed)
+        """Stop listening to the viewer (the widget calls this when it goes away).
+
+        Safe in any order and more than once: at interpreter exit Qt may already have deleted
+        the timer, and the viewer may be half torn down.
+        """
+        self.closed = True
+        self.generation += 1  # results still on their way are dropped
+        try:
+            self._timer.stop()
+        except RuntimeError:  # "wrapped C/C++ object ... has been deleted"
+            pass
+        hooks = [(self.viewer.dims.events.current_step, self._on_step),
+                 (self.viewer.dims.events.ndisplay, self._on_step),
+                 (self.viewer.layers.events.removed, self._on_removed)]
+        try:
+            self._disconnect()
+        except (RuntimeError, AttributeError):
+            pass
+        for emitter, callback in hooks:
+            emitter.disconnect(callback)
         self.layers = None

@@ -20,7 +20,7 @@ from napari.layers import Image, Labels
 
 from ..engine.concepts import Instance, SliceResult
 from .commit import plane_indices
-from .layers import index_label, plane_shape, transform_kwargs
+from .layers import index_label, is_scratch, plane_shape, same, transform_kwargs
 
 PREFIX = "SAM text: "
 COLUMNS = ("index", "concept", "score", "area", "slice", "box")
@@ -150,8 +150,8 @@ def target_choices(viewer, image: Image | None, skip: Labels | None = None) -> l
     if image is None:
         return []
     shape = plane_shape(image)
-    return [la for la in viewer.layers if isinstance(la, Labels) and la is not skip
-            and tuple(la.data.shape) == shape]
+    return [la for la in viewer.layers if isinstance(la, Labels) and not same(la, skip)
+            and not is_scratch(la) and tuple(la.data.shape) == shape]
 
 
 def summary(out: TextOutput, written: Sequence[Instance], total: int,

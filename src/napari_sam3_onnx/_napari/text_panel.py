@@ -172,7 +172,7 @@ class TextPanel(QWidget):
 
     def _layers_changed(self, event=None) -> None:
         out = self.output
-        if out is not None and event is not None and event.value is out.image:
+        if out is not None and event is not None and layers.same(event.value, out.image):
             self.cancel()
             self._say(f"'{out.image.name}' was removed; the search stops after this slice.")
         self._refresh_targets()

@@ -28,7 +28,7 @@ from qtpy.QtWidgets import (
 )
 
 from .fov import make_controls
-from .layers import OBJECTS_NAME, plane_shape, set_polarity
+from .layers import OBJECTS_NAME, is_scratch, plane_shape, same, set_polarity
 from .model_panel import ModelPanel
 from .panels import extra_panels
 from .session import ClickSession
@@ -159,7 +159,7 @@ class ClicksWidget(QWidget):
             if layer in self._bound_layers:
                 continue
             for key, name in KEYS.items():
-                if layer is lay.shapes and key == "t":
+                if same(layer, lay.shapes) and key == "t":
                     continue  # napari's 't' draws paths in Shapes layers
                 layer.bind_key(key, lambda _layer, n=name: getattr(self, n)(), overwrite=True)
             self._bound_layers.append(layer)
@@ -176,7 +176,7 @@ class ClicksWidget(QWidget):
         if current in images:
             self.image.setCurrentIndex(images.index(current))
         self.image.blockSignals(False)
-        if self.image.currentData() is not self.session.image:
+        if not same(self.image.currentData(), self.session.image):
             self._image_changed()
         self._refresh_targets()
 
@@ -185,8 +185,8 @@ class ClicksWidget(QWidget):
         shape = None if image is None else plane_shape(image)
         ours = None if self.session.layers is None else self.session.layers
         labels = [la for la in self.viewer.layers if isinstance(la, Labels)
-                  and shape is not None and la.data.shape == shape
-                  and (ours is None or la is not ours.preview)]
+                  and shape is not None and la.data.shape == shape and not is_scratch(la)
+                  and (ours is None or not same(la, ours.preview))]
         self.target.blockSignals(True)
         self.target.clear()
         for layer in labels:
@@ -200,7 +200,7 @@ class ClicksWidget(QWidget):
     def _image_changed(self, force: bool = False) -> None:
         """A new image (or, with ``force``, the same one again: recreate deleted layers)."""
         image = self.image.currentData()
-        if (image is self.session.image and not force) or self._updating:
+        if (same(image, self.session.image) and not force) or self._updating:
             return
         self._updating = True  # set_image adds layers, which would re-enter here
         try:
@@ -213,7 +213,7 @@ class ClicksWidget(QWidget):
 
     def _target_changed(self) -> None:
         target = self.target.currentData()
-        if target is not None and self.session.layers is not None:
+        if target is not None and self.session.layers is not None and not is_scratch(target):
             self.session.layers.target = target
 
     def _polarity_changed(self, positive: bool) -> None:
@@ -236,9 +236,18 @@ class ClicksWidget(QWidget):
         self.viewer.status = text
 
 
-def _teardown(viewer, session, bound_layers: list) -> None:
-    """The widget is gone: stop the session and unbind its keys from the viewer and layers."""
-    session.close()
-    for owner in (viewer, *bound_layers):
-        for key in KEYS:
-            owner.bind_key(key, None)
+def _teardown(viewer, session, bound_layers: list, _obj=None) -> None:
+    """The widget is gone: stop the session and unbind its keys from the viewer and layers.
+
+    Runs once, whichever comes first (the dock closed, the widget destroyed, the interpreter
+    exiting), and never raises: an exception in a Qt slot at exit aborts the process.
+    """
+    if session.closed:
+        return
+    try:
+        session.close()
+        for owner in (viewer, *bound_layers):
+            for key in KEYS:
+                owner.bind_key(key, None)
+    except (RuntimeError, AttributeError, KeyError):  # Qt or napari already half gone
+        pass
