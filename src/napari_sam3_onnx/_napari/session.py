@@ -23,6 +23,8 @@ from . import commit, fov, layers, prompts, workers
 
 #: Quiet time after the last prompt change before the model runs.
 DEBOUNCE_MS = 150
+#: napari data-event actions announcing a change that is not made yet.
+IN_PROGRESS = frozenset({"adding", "changing", "removing"})
 
 
 class ClickSession:
@@ -52,6 +54,7 @@ class ClickSession:
         self.view = fov.ViewMode()  # whole plane, field of view or tiles
         self.messages: list[str] = []
         self.closed = False
+        self._drawing = False  # a rectangle is being drawn in the boxes layer
         self._locks = workers.SingleFlight()
         self._versions: dict = {}
         self._last: dict[tuple, tuple[Prompt, ObjectMask]] = {}
@@ -96,8 +99,8 @@ class ClickSession:
             return
         self.layers = layers.make_prompt_layers(self.viewer, image, target)
         points, shapes = self.layers.points, self.layers.shapes
-        points.events.data.connect(self.schedule)
-        shapes.events.data.connect(self.schedule)
+        points.events.data.connect(self._on_prompts)
+        shapes.events.data.connect(self._on_prompts)
         image.events.contrast_limits.connect(self.schedule)
         image.events.data.connect(self._on_data)
         self.viewer.layers.selection.active = points
@@ -130,7 +133,8 @@ class ClickSession:
         try:
             index = layers.current_index(self.viewer, lay.image)
             clicks, labels, _ = prompts.read_clicks(lay.points, lay.image, index)
-            boxes, _, other = prompts.read_boxes(lay.shapes, lay.image, index)
+            drawing = {len(lay.shapes.data) - 1} if self._drawing else ()
+            boxes, _, other = prompts.read_boxes(lay.shapes, lay.image, index, skip=drawing)
         except Sam3OnnxError as exc:
             self._clear_preview()
             if len(lay.points.data) or len(lay.shapes.data):
@@ -266,8 +270,8 @@ class ClickSession:
             return
         try:
             index = layers.current_index(self.viewer, lay.image)
-            _, _, point_rows = prompts.read_clicks(lay.points, lay.image, index)
-            _, shape_rows, _ = prompts.read_boxes(lay.shapes, lay.image, index)
+            point_rows = prompts.plane_rows(lay.points, lay.image, index)
+            shape_rows = prompts.plane_rows(lay.shapes, lay.image, index)  # ellipses too
         except Sam3OnnxError as exc:
             self._say(str(exc))
             return
@@ -278,6 +282,21 @@ class ClickSession:
         self._forget()
 
     # ---- events ----------------------------------------------------------------------
+    def _on_prompts(self, event=None) -> None:
+        """A Points or Shapes data event: run on finished changes only.
+
+        napari announces a change before making it ("adding", "changing", "removing") and
+        again when done. A rectangle being drawn is "adding" from the mouse press (a tiny
+        starting rectangle) until the release ("added"); until then it is no prompt.
+        """
+        action = str(getattr(event, "action", "") or "")
+        if event is not None and getattr(event, "source", None) is not None and layers.same(
+                event.source, self.layers.shapes if self.layers else None):
+            self._drawing = action == "adding"
+        if action in IN_PROGRESS:
+            return
+        self.schedule()
+
     def _on_step(self, _event=None) -> None:
         if self.layers is None:
             return
@@ -327,8 +346,8 @@ class ClickSession:
         lay = self.layers
         if lay is None:
             return
-        lay.points.events.data.disconnect(self.schedule)
-        lay.shapes.events.data.disconnect(self.schedule)
+        lay.points.events.data.disconnect(self._on_prompts)
+        lay.shapes.events.data.disconnect(self._on_prompts)
         lay.image.events.contrast_limits.disconnect(self.schedule)
         lay.image.events.data.disconnect(self._on_data)
 
