@@ -38,12 +38,17 @@ class ClickSession:
         ``notify(message)`` for things the user must read (errors, hints).
     busy : callable, optional
         ``busy(on, text)`` while a plane is being encoded.
+    inform : callable, optional
+        ``inform(message)`` for routine news (a commit, an undo) that needs no pop-up;
+        default ``notify``.
     """
 
     def __init__(self, viewer, notify: Callable[[str], None] | None = None,
-                 busy: Callable[[bool, str], None] | None = None) -> None:
+                 busy: Callable[[bool, str], None] | None = None,
+                 inform: Callable[[str], None] | None = None) -> None:
         self.viewer = viewer
         self.notify = notify or (lambda _msg: None)
+        self.inform = inform or self.notify
         self.busy = busy or (lambda _on, _text: None)
         self.cache = EmbeddingCache()
         self.encoder: SliceEncoder | None = None
@@ -54,6 +59,7 @@ class ClickSession:
         self.view = fov.ViewMode()  # whole plane, field of view or tiles
         self.messages: list[str] = []
         self.closed = False
+        self._committed_to: Labels | None = None  # where Ctrl+Z on the prompt layers undoes
         self._drawing = False  # a rectangle is being drawn in the boxes layer
         self._locks = workers.SingleFlight()
         self._versions: dict = {}
@@ -259,9 +265,21 @@ class ClickSession:
         except Sam3OnnxError as exc:
             self._say(str(exc))
             return []
-        self._say(f"Committed object id(s) {', '.join(map(str, ids))} to '{lay.target.name}'.")
+        self._committed_to = lay.target
+        self._tell(f"Committed object id(s) {', '.join(map(str, ids))} to '{lay.target.name}' "
+                    "(Ctrl+Z undoes it).")
         self.clear()
         return ids
+
+    def undo(self, redo: bool = False) -> None:
+        """Undo (or redo) the last commit in its Labels layer, from wherever the user is."""
+        target = self._committed_to
+        if target is None or target not in self.viewer.layers:
+            self._say("There is no commit to undo here; select the Labels layer and press "
+                      "Ctrl+Z to undo its other changes.")
+            return
+        target.redo() if redo else target.undo()  # napari ignores an empty history
+        self._tell(f"{'Redid' if redo else 'Undid'} the last change in '{target.name}'.")
 
     def clear(self) -> None:
         """Drop the current plane's prompts and the preview."""
@@ -352,8 +370,14 @@ class ClickSession:
         lay.image.events.data.disconnect(self._on_data)
 
     def _say(self, message: str) -> None:
+        """Something the user must read (a warning, an error, a hint): a pop-up."""
         self.messages = [*self.messages[-49:], message]
         self.notify(message)
+
+    def _tell(self, message: str) -> None:
+        """Routine news: the status line only."""
+        self.messages = [*self.messages[-49:], message]
+        self.inform(message)
 
     def close(self) -> None:
         """Stop listening to the viewer (the widget calls this when it goes away).

@@ -2,7 +2,8 @@
 
 Keyboard (with the prompt or box layer selected, or any layer where napari has no binding):
 ``t`` toggles positive/negative clicks, ``c`` commits the preview, ``Shift+C`` clears the
-plane's prompts and preview.
+plane's prompts and preview; on the prompt layers ``Ctrl+Z`` / ``Ctrl+Shift+Z`` undo and redo the
+last commit.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from .panels import extra_panels
 from .session import ClickSession
 
 KEYS = {"t": "toggle", "c": "commit", "Shift-C": "clear"}
+#: Bound on the prompt layers only, where napari binds nothing: undo the last commit from where
+#: the user annotates (the target Labels layer keeps its own Ctrl+Z).
+LAYER_KEYS = {"Control-Z": "undo", "Control-Shift-Z": "redo"}
 NEW_TARGET = f"new '{OBJECTS_NAME}' layer"
 
 
@@ -50,7 +54,8 @@ class ClicksWidget(QWidget):
         super().__init__(parent)
         self.viewer = napari_viewer
         self._updating = False
-        self.session = ClickSession(napari_viewer, notify=self._notify, busy=self._busy)
+        self.session = ClickSession(napari_viewer, notify=self._notify, busy=self._busy,
+                                    inform=self._inform)
         self.model = ModelPanel(self.session.set_encoder, self._set_budget, self._notify)
 
         self.image = QComboBox()
@@ -129,6 +134,14 @@ class ClicksWidget(QWidget):
         """Clear the plane's prompts and the preview (button and ``Shift+C``)."""
         self.session.clear()
 
+    def undo(self, _viewer=None) -> None:
+        """Undo the last commit (``Ctrl+Z`` on the prompt layers)."""
+        self.session.undo()
+
+    def redo(self, _viewer=None) -> None:
+        """Redo the commit undone last (``Ctrl+Shift+Z`` on the prompt layers)."""
+        self.session.undo(redo=True)
+
     def toggle(self, _viewer=None) -> None:
         """Switch the next clicks between positive and negative (``t``)."""
         (self.negative if self.positive.isChecked() else self.positive).setChecked(True)
@@ -158,7 +171,7 @@ class ClicksWidget(QWidget):
         for layer in (lay.points, lay.shapes):
             if layer in self._bound_layers:
                 continue
-            for key, name in KEYS.items():
+            for key, name in {**KEYS, **LAYER_KEYS}.items():
                 if same(layer, lay.shapes) and key == "t":
                     continue  # napari's 't' draws paths in Shapes layers
                 layer.bind_key(key, lambda _layer, n=name: getattr(self, n)(), overwrite=True)
@@ -229,6 +242,11 @@ class ClicksWidget(QWidget):
         self.status.setText(message)
         show_info(message)
 
+    def _inform(self, message: str) -> None:
+        """Routine news (a commit, an undo, a finished run): the status line, no pop-up."""
+        self.status.setText(message)
+        self.viewer.status = message
+
     def _busy(self, on: bool, text: str) -> None:
         self.progress.setVisible(on)
         if text:
@@ -247,7 +265,7 @@ def _teardown(viewer, session, bound_layers: list, _obj=None) -> None:
     try:
         session.close()
         for owner in (viewer, *bound_layers):
-            for key in KEYS:
+            for key in (*KEYS, *(LAYER_KEYS if owner is not viewer else ())):
                 owner.bind_key(key, None)
     except (RuntimeError, AttributeError, KeyError):  # Qt or napari already half gone
         pass
