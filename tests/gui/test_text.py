@@ -95,7 +95,7 @@ def test_bright_finds_the_planted_instances_on_their_slices(make_text, qtbot, la
     assert list(table["slice"]) == ["z=0", "z=1", "z=1"]
     assert table.loc[2, "score"] >= table.loc[3, "score"] > 0.5  # ids follow the score
     check_table(out)
-    assert "3 instance(s) of bright on 3 slice(s)" in panel.messages[-1]
+    assert "3 instance(s) of bright on 2 slice(s) (3 searched)" in panel.messages[-1]
     # hovering an instance shows its concept and score
     status = out.get_status(out.data_to_world((0, *centre(TOP_LEFT))), world=True)
     assert "concept: bright" in str(status) and "score:" in str(status)
@@ -262,3 +262,32 @@ def test_bundles_without_text_explain_and_text_only_bundles_load(make_text, qtbo
     out = run(qtbot, panel, "bright")
     assert {b.name for b in BLOBS[:3] if out.data[centre(b)]} == {"bright_top_left",
                                                                    "bright_right"}
+
+
+def test_a_cancelled_run_counts_the_slices_its_instances_are_on(make_text, qtbot):
+    planted = [(TOP_LEFT, RIGHT), (MID,), (RIGHT,), (MID,), (TOP_LEFT,), (MID,)]
+    viewer, _image, w, panel = make_text(stack(planted), "samexporter")
+    adapter = w.model.adapter
+    reached, release = threading.Event(), threading.Event()
+    original, count = adapter.encode, []
+
+    def slow_encode(rgb):
+        count.append(1)
+        if len(count) == 4:
+            reached.set()
+            release.wait(10)
+        return original(rgb)
+
+    adapter.encode = slow_encode
+    panel.concepts.setText("bright")
+    panel.scope.set_mode("all")
+    panel.run()
+    qtbot.waitUntil(reached.is_set, timeout=10000)
+    panel.cancel()
+    release.set()
+    qtbot.waitUntil(lambda: not panel.running, timeout=10000)
+    out = viewer.layers[-1]
+    on = sorted({int(z) for z in np.nonzero(out.data.reshape(len(planted), -1).any(1))[0]})
+    assert on == [0, 2]  # z=1 and z=3 hold only the dim blob
+    assert ("Cancelled after 4 of 6 slice(s)" in panel.messages[-1]
+            and "3 instance(s) of bright on 2 slice(s) (4 searched)" in panel.messages[-1])

@@ -119,18 +119,24 @@ class LockedEncoder:
 
     def __init__(self, encoder: SliceEncoder, locks: workers.SingleFlight | None) -> None:
         self.encoder, self.locks = encoder, locks
+        self._calls = 0
 
     @property
     def encoder_calls(self) -> int:
-        """Encodes done by the wrapped encoder (all users of it)."""
-        return self.encoder.encoder_calls
+        """Encodes done through this wrapper (the click preview's own encodes not counted)."""
+        return self._calls
 
     def embed(self, ref: SliceRef):
         """The slice's embedding (cached, or encoded once under its lock)."""
         if self.locks is None:
-            return self.encoder.embed(ref)
+            return self._embed(ref)
         with self.locks.hold(self.encoder.key(ref)):
-            return self.encoder.embed(ref)
+            return self._embed(ref)
+
+    def _embed(self, ref: SliceRef):
+        # Under the slice's lock nobody else encodes it: not cached now means encoded here.
+        self._calls += self.encoder.key(ref) not in self.encoder.cache
+        return self.encoder.embed(ref)
 
     def __getattr__(self, name: str):
         return getattr(self.encoder, name)

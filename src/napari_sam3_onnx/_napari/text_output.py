@@ -163,5 +163,7 @@ def summary(out: TextOutput, written: Sequence[Instance], total: int,
     if out.discard_if_empty() or not written:
         return f"{head}No instance of {what} scored above {floor:.2f} on {out.planes} slice(s)."
     undo = "" if out.new else " One undo (Ctrl+Z on that layer) removes them."
-    return (f"{head}{len(written)} instance(s) of {what} on {out.planes} slice(s) in "
+    found = len({tuple(inst.index) for inst in written})  # slices with an instance
+    searched = "" if found == out.planes else f" ({out.planes} searched)"
+    return (f"{head}{len(written)} instance(s) of {what} on {found} slice(s){searched} in "
             f"'{out.layer.name}'.{undo}")

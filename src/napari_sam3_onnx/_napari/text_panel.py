@@ -81,7 +81,7 @@ class TextPanel(QWidget):
         self.cancel_button = QPushButton("Cancel", enabled=False)
         self.cancel_button.clicked.connect(self.cancel)
         self.progress = QProgressBar(visible=False)
-        self.status = QLabel("", wordWrap=True)
+        self.status = host.status  # one status line for the whole dock
 
         polarity = QHBoxLayout()
         for w in (self.positive, self.negative, QLabel("(next boxes drawn)")):
@@ -105,7 +105,6 @@ class TextPanel(QWidget):
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.progress)
-        layout.addWidget(self.status)
         layout.addStretch(1)
         self._controls = (self.concepts, self.floor, self.scope, self.min_size, self.fill_holes,
                           self.target, self.run_button)
@@ -174,7 +173,8 @@ class TextPanel(QWidget):
         out = self.output
         if out is not None and event is not None and layers.same(event.value, out.image):
             self.cancel()
-            self._say(f"'{out.image.name}' was removed; the search stops after this slice.")
+            self._say(f"'{out.image.name}' was removed; the search stops after this slice.",
+                      warn=True)
         self._refresh_targets()
 
     def _refresh_targets(self) -> None:
@@ -204,10 +204,10 @@ class TextPanel(QWidget):
         session, adapter = self.host.session, self.host.model.adapter
         image, encoder = session.image, session.encoder
         if self._reason is not None or self.texts is None or encoder is None:
-            self._say(self._reason or NO_MODEL)
+            self._say(self._reason or NO_MODEL, warn=True)
             return
         if image is None:
-            self._say("Choose an image in the widget first.")
+            self._say("Choose an image in the widget first.", warn=True)
             return
         try:
             indices = self.scope.indices(layers.current_index(self.viewer, image))
@@ -215,12 +215,12 @@ class TextPanel(QWidget):
                 session.layers.shapes, image, indices, adapter.max_exemplars)
             concepts = phrases(self.concepts.text(), bool(exemplars))
         except Sam3OnnxError as exc:
-            self._say(str(exc))
+            self._say(str(exc), warn=True)
             return
         if not concepts:  # exemplars alone: only the planes that have them
             indices = [i for i in indices if i in exemplars]
         for message in long_prompt_warnings(self.texts.tokenizer, concepts):
-            self._say(message)
+            self._say(message, warn=True)
         version = session.data_version(image)
         output = TextOutput(self.viewer, image, self.target.currentData(), concepts)
         run = TextRun(encoder, self.texts, [layers.slice_ref(image, i, version) for i in indices],
@@ -259,7 +259,7 @@ class TextPanel(QWidget):
                 self.floor.set_cut(done.min_score)
         if not out.add(done.index, done.result):
             self._state.stop()
-            self._say(f"'{out.layer.name}' was removed; the search stopped.")
+            self._say(f"'{out.layer.name}' was removed; the search stopped.", warn=True)
             return
         self.progress.setValue(done.done)
         self.status.setText(f"{layers.index_label(out.image, done.index)}: "
@@ -267,7 +267,7 @@ class TextPanel(QWidget):
                             f"{done.done} of {done.total} slice(s) done.")
 
     def _on_error(self, exc: BaseException) -> None:
-        self._say(workers.describe(exc))
+        self._say(workers.describe(exc), warn=True)
 
     def _on_finished(self) -> None:
         out, run = self.output, self._run
@@ -279,10 +279,10 @@ class TextPanel(QWidget):
         self.progress.setVisible(False)
         self.refresh()
 
-    def _say(self, message: str) -> None:
+    def _say(self, message: str, warn: bool = False) -> None:
+        """The dock's status line; ``warn``: also a pop-up (something stopped the user)."""
         self.messages = [*self.messages[-49:], message]
-        self.status.setText(message)
-        self.host._notify(message)
+        (self.host._notify if warn else self.host._inform)(message)
 
 
 def _teardown(state: RunControl, hooks, _obj=None) -> None:
