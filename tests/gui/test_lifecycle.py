@@ -16,6 +16,10 @@ def test_each_image_gets_its_own_layers(make_widget, qtbot):
     stack, _truth, _centre = blob_stack()
     viewer, first, w = make_widget(stack)
     own = w.session.layers
+    own.points.add([0, 5, 5])  # content: these layers stay when another image is chosen
+    own.shapes.add(np.array([[0, 1, 1], [0, 1, 9], [0, 9, 9], [0, 9, 1]], float),
+                   shape_type="rectangle")
+    own.target.data[0, 0, 0] = 1
     second = viewer.add_image(stack[:, ::-1].copy(), name="flipped")
     w.image.setCurrentIndex(w.image.findText("flipped"))
     theirs = w.session.layers

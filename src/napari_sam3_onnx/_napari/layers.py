@@ -185,6 +185,28 @@ def make_prompt_layers(viewer, image: Image, target: Labels | None = None) -> Pr
     return PromptLayers(image, points, shapes, preview, target)
 
 
+def remove_unused(viewer, lay: PromptLayers) -> list[str]:
+    """Remove the layers the widget made for ``lay.image`` that hold nothing of the user's.
+
+    Empty prompt and box layers and the preview (scratch) go; the target goes only if the
+    widget made it and nothing was ever written into it. A layer the user made, or one holding
+    clicks, rectangles or labels, stays. Returns the names removed.
+    """
+    tag = f"{lay.image.unique_id}/"
+    removed = []
+    for layer in (lay.points, lay.shapes, lay.preview, lay.target):
+        ours = str(_owner(layer) or "").startswith(tag)
+        if not ours or layer not in viewer.layers:
+            continue
+        empty = is_scratch(layer) or (
+            not np.any(np.asarray(layer.data)) if isinstance(layer, Labels)
+            else len(layer.data) == 0)
+        if empty:
+            removed.append(layer.name)
+            viewer.layers.remove(layer)
+    return removed
+
+
 def restore_labels(viewer, lay: PromptLayers, which: str) -> Labels:
     """Put back the preview or target layer if the user deleted it; returns the live layer."""
     layer = getattr(lay, which)

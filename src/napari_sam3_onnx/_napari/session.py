@@ -97,11 +97,18 @@ class ClickSession:
         self.schedule()
 
     def set_image(self, image: Image | None, target: Labels | None = None) -> None:
-        """Annotate ``image``: find or create its prompt, preview and target layers."""
+        """Annotate ``image``: find or create its prompt, preview and target layers.
+
+        The previous image's empty prompt, box and preview layers (and its target if nothing
+        was written into it) are removed, so choosing images does not pile up layers.
+        """
+        old = self.layers
         self._disconnect()
         self._forget()
+        self.layers = None
+        if old is not None and not layers.same(old.image, image):
+            layers.remove_unused(self.viewer, old)
         if image is None:
-            self.layers = None
             return
         self.layers = layers.make_prompt_layers(self.viewer, image, target)
         points, shapes = self.layers.points, self.layers.shapes
