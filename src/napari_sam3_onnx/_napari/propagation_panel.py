@@ -14,7 +14,6 @@ import numpy as np
 from napari.utils import progress as napari_progress
 from qtpy.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QFormLayout,
     QGridLayout,
     QGroupBox,
@@ -32,6 +31,7 @@ from qtpy.QtWidgets import (
 from ..models.base import Capability
 from ..models.errors import Sam3OnnxError
 from . import layers
+from .compact import compact, compact_combo
 from .propagation_run import LastRun, PropagationRunner, RunSpec
 from .propagation_seeds import (
     axis_names,
@@ -81,25 +81,27 @@ class PropagationPanel(QWidget):
         group = QGroupBox("Objects to carry")
         group.setLayout(objects)
 
-        self.axis = QComboBox()
+        self.axis = compact_combo()
         self.axis.currentIndexChanged.connect(lambda _i: self._axis_changed())
-        self.direction = QComboBox()
+        self.direction = compact_combo()
         self.whole = QCheckBox("Whole stack", checked=True)
-        self.start, self.stop = QSpinBox(), QSpinBox()
+        self.start, self.stop = compact(QSpinBox()), compact(QSpinBox())
         self.whole.toggled.connect(lambda on: [w.setEnabled(not on) for w in (self.start,
                                                                                 self.stop)])
         for w in (self.start, self.stop):
             w.setEnabled(False)
         span = QHBoxLayout()
-        for w in (self.whole, QLabel("from"), self.start, QLabel("to"), self.stop):
+        for w in (QLabel("from"), self.start, QLabel("to"), self.stop):
             span.addWidget(w)
-        self.stop_after = QSpinBox(minimum=0, maximum=999, value=2, specialValueText="never")
+        self.stop_after = compact(QSpinBox(minimum=0, maximum=999, value=2,
+                                           specialValueText="never"))
         self.stop_after.setSuffix(" absent slices")
         self.overwrite = QCheckBox("Overwrite other objects")
         form = QFormLayout()
         form.addRow("Walk along", self.axis)
         form.addRow("Direction", self.direction)
-        form.addRow("Range", span)
+        form.addRow("Range", self.whole)
+        form.addRow("", span)  # a row of its own: the dock stays narrow
         form.addRow("Stop after", self.stop_after)
         form.addRow(self.overwrite)
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from napari.qt.threading import create_worker
 from qtpy.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -34,6 +33,7 @@ from ..engine.tokenizer import ClipTokenizer
 from ..models.base import Capability
 from ..models.errors import Sam3OnnxError
 from . import layers, workers
+from .compact import compact, compact_combo
 from .text_controls import FloorControl, ScopeControl
 from .text_inputs import (
     EXEMPLAR,
@@ -66,16 +66,18 @@ class TextPanel(QWidget):
         self.concepts = QLineEdit(placeholderText="nucleus, mitochondrion")
         self.concepts.setToolTip("Comma-separated noun phrases; each becomes its own class.")
         self.concepts.returnPressed.connect(self.run)
-        self.use_boxes = QCheckBox("Rectangles in 'SAM boxes' are exemplars on their slice")
+        self.use_boxes = QCheckBox("Boxes are exemplars")
+        self.use_boxes.setToolTip("Rectangles in 'SAM boxes' are exemplars of the concept on "
+                                  "their slice (positive or negative, below).")
         self.positive = QRadioButton("Positive", checked=True)
         self.negative = QRadioButton("Negative")
         self.positive.toggled.connect(lambda _on: self._polarity())
         self.use_boxes.toggled.connect(lambda _on: self._polarity())
         self.floor = FloorControl()
         self.scope = ScopeControl()
-        self.min_size = QSpinBox(minimum=0, maximum=10**8, suffix=" px")
+        self.min_size = compact(QSpinBox(minimum=0, maximum=10**8, suffix=" px"))
         self.fill_holes = QCheckBox("Fill holes")
-        self.target = QComboBox()
+        self.target = compact_combo()
         self.run_button = QPushButton("Run")
         self.run_button.clicked.connect(self.run)
         self.cancel_button = QPushButton("Cancel", enabled=False)
@@ -84,7 +86,8 @@ class TextPanel(QWidget):
         self.status = host.status  # one status line for the whole dock
 
         polarity = QHBoxLayout()
-        for w in (self.positive, self.negative, QLabel("(next boxes drawn)")):
+        for w in (self.positive, self.negative):
+            w.setToolTip("The polarity of the next exemplar boxes drawn.")
             polarity.addWidget(w)
         size = QHBoxLayout()
         size.addWidget(self.min_size)

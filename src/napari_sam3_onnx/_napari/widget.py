@@ -15,7 +15,6 @@ from napari.utils.notifications import show_info
 from qtpy.QtCore import QEvent
 from qtpy.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -28,6 +27,7 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
+from .compact import compact_combo
 from .fov import make_controls
 from .layers import OBJECTS_NAME, is_scratch, plane_shape, same, set_polarity
 from .model_panel import ModelPanel
@@ -58,10 +58,10 @@ class ClicksWidget(QWidget):
                                     inform=self._inform)
         self.model = ModelPanel(self.session.set_encoder, self._set_budget, self._notify)
 
-        self.image = QComboBox()
+        self.image = compact_combo()
         self.image.currentIndexChanged.connect(lambda _i: self._image_changed())
         self.image.activated.connect(lambda _i: self._image_changed(force=True))
-        self.target = QComboBox()
+        self.target = compact_combo()
         self.target.currentIndexChanged.connect(lambda _i: self._target_changed())
         self.positive = QRadioButton("Positive", checked=True)
         self.negative = QRadioButton("Negative")
