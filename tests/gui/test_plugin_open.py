@@ -34,11 +34,11 @@ def test_the_preview_is_never_offered_as_a_target(make_widget, qtbot):
     text = w.panels["Text"]
     assert PREVIEW_NAME not in _items(w.target) and "SAM objects" in _items(w.target)
     assert PREVIEW_NAME not in _items(text.target)
-    other = viewer.add_image(stack[:, ::-1].copy(), name="flipped")  # a second preview
+    other = viewer.add_image(stack[:, ::-1].copy(), name="flipped")  # a new preview
     w.image.setCurrentIndex(w.image.findText(other.name))
     w.image.setCurrentIndex(0)
     previews = [la.name for la in viewer.layers if la.name.startswith(PREVIEW_NAME)]
-    assert len(previews) == 2
+    assert len(previews) == 1  # the other image's (scratch) preview was removed
     for combo in (w.target, text.target):
         assert not set(previews) & set(_items(combo)), _items(combo)
 

@@ -68,6 +68,7 @@ class ClickSession:
         self._current: list[ObjectMask] = []
         self._index: tuple[int, ...] | None = None
         self._encoding = 0
+        self._cancelled = False  # the user stopped waiting for the encodes out now
         self._running = 0
         self._last_run = 0.0
         self._applied = -1
@@ -169,6 +170,7 @@ class ClickSession:
         encoding = workers.will_encode(encoder, job)
         if encoding:
             self._encoding += 1
+            self._cancelled = False  # waiting again
             self.busy(True, f"Encoding {layers.index_label(lay.image, index)} of "
                             f"'{lay.image.name}' (once per plane)...")
         self._running += 1
@@ -205,8 +207,24 @@ class ClickSession:
         self._running -= 1
         if encoded:
             self._encoding -= 1
-            if self._encoding == 0:
+            if self._encoding == 0 and not self._cancelled:
                 self.busy(False, "Plane encoded: further prompts on it are answered at once.")
+            if self._encoding == 0:
+                self._cancelled = False
+
+    def cancel(self) -> None:
+        """Stop waiting for the encode in progress: the preview it was for is dropped.
+
+        onnxruntime cannot be interrupted through our sessions, so the encode runs to its end
+        in its worker; its embedding is cached, so prompting that plane later is immediate.
+        """
+        if self._encoding == 0:
+            return
+        self.generation += 1  # the result, when it comes, is stale
+        self._cancelled = True
+        self.busy(False, "")
+        self._tell("Encoding cancelled: this plane's preview is dropped. The encode finishes "
+                   "in the background and is kept, so prompting this plane again is quick.")
 
     # ---- what the Text and Propagate tabs share --------------------------------------
     @property

@@ -19,7 +19,6 @@ from qtpy.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QProgressBar,
     QPushButton,
     QRadioButton,
     QTabWidget,
@@ -28,6 +27,7 @@ from qtpy.QtWidgets import (
 )
 
 from .compact import compact_combo
+from .encode_status import EncodeStatus
 from .fov import make_controls
 from .layers import OBJECTS_NAME, is_scratch, plane_shape, same, set_polarity
 from .model_panel import ModelPanel
@@ -75,9 +75,9 @@ class ClicksWidget(QWidget):
         commit.clicked.connect(self.commit)
         clear = QPushButton("Clear [Shift+C]")
         clear.clicked.connect(self.clear)
-        self.progress = QProgressBar(visible=False, textVisible=False)
-        self.progress.setRange(0, 0)
         self.status = QLabel("", wordWrap=True)
+        self.encoding = EncodeStatus(self.session.cancel, self.status.setText)
+        self.progress = self.encoding.bar
 
         polarity = QHBoxLayout()
         polarity.addWidget(self.positive)
@@ -112,7 +112,7 @@ class ClicksWidget(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self.model)
         layout.addWidget(self.tabs)
-        layout.addWidget(self.progress)
+        layout.addWidget(self.encoding)
         layout.addWidget(self.status)
 
         napari_viewer.layers.events.inserted.connect(self._refresh_choices)
@@ -248,9 +248,13 @@ class ClicksWidget(QWidget):
         self.viewer.status = message
 
     def _busy(self, on: bool, text: str) -> None:
-        self.progress.setVisible(on)
-        if text:
-            self.status.setText(text)
+        """An encode began (``on``) or ended; ``text`` for the status line."""
+        if on:
+            self.encoding.start(text)
+        else:
+            self.encoding.stop(completed=bool(text))
+            if text:
+                self.status.setText(text)
         self.viewer.status = text
 
 
