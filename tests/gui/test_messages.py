@@ -51,3 +51,20 @@ def test_a_run_counts_only_its_own_encodes(make_widget, qtbot):
     run.embed(refs[1])
     other.embed(refs[2])
     assert (run.encoder_calls, other.encoder_calls, encoder.encoder_calls) == (1, 2, 3)
+
+
+def test_one_status_line_and_pop_ups_only_for_warnings(make_widget, qtbot, monkeypatch):
+    from napari_sam3_onnx._napari import widget as widget_module
+
+    toasts = []
+    monkeypatch.setattr(widget_module, "show_info", toasts.append)
+    viewer, w, panel = open_tab(make_widget, scene(BLOB_A))
+    assert click(qtbot, viewer, w, 5, centre(BLOB_A, 5)) == [1]
+    assert "Committed" in w.status.text() and not toasts  # routine news: no pop-up
+    use_ids(panel, "1")
+    run_and_wait(qtbot, panel)
+    assert w.status.text().startswith("Done") and panel.status is w.status  # no stale line
+    assert not toasts
+    use_ids(panel, "9")  # not on this slice: that stops the user, so it pops up
+    assert not panel.run()
+    assert toasts and toasts[-1] == w.status.text()
