@@ -41,7 +41,7 @@ def test_result_for_a_plane_left_meanwhile_is_not_written(make_widget, qtbot):
     qtbot.waitUntil(started.is_set, timeout=3000)
     assert w.progress.isVisible() or not w.isVisible()  # busy while encoding
     viewer.dims.set_current_step(0, 3)  # the user moves on while the encoder runs
-    qtbot.waitUntil(lambda: not w.session._timer.isActive(), timeout=3000)  # plane 3 handled
+    qtbot.waitUntil(lambda: not w.session._debounce.active, timeout=3000)  # plane 3 handled
     gate.set()
     settle(qtbot, w.session)
     assert enc.encoder_calls == 1

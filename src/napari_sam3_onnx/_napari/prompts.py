@@ -20,9 +20,19 @@ from napari.layers import Image, Points, Shapes
 from ..engine.interactive import ObjectMask, Prompt
 from .layers import FEATURE, layer_to_image_data, on_plane
 
+#: napari data-event actions announcing a change not made yet (the finished one follows). A
+#: rectangle being drawn is "adding" from the mouse press (a tiny starting rectangle) until the
+#: release ("added"): until then it is no prompt.
+IN_PROGRESS = frozenset({"adding", "changing", "removing"})
+
 #: A rectangle whose sides are both at most this long (plane pixels) has zero size: a click in
 #: rectangle mode, not a box.
 ZERO_SIZE = 1e-6
+
+
+def change_action(event) -> str:
+    """The action of a napari data event (``"added"``, ``"adding"``, ...; ``""`` if none)."""
+    return str(getattr(event, "action", "") or "")
 
 
 def read_clicks(

@@ -8,11 +8,9 @@ thread only if nothing changed meanwhile (the *generation* counter).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from napari.layers import Image, Labels
-from qtpy.QtCore import QTimer
 
 from ..engine.cache import EmbeddingCache
 from ..engine.concepts import TextCache
@@ -20,11 +18,10 @@ from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
 from ..models.errors import Sam3OnnxError
 from . import commit, fov, layers, prompts, workers
+from .debounce import Debouncer
 
 #: Quiet time after the last prompt change before the model runs.
 DEBOUNCE_MS = 150
-#: napari data-event actions announcing a change that is not made yet.
-IN_PROGRESS = frozenset({"adding", "changing", "removing"})
 
 
 class ClickSession:
@@ -70,12 +67,8 @@ class ClickSession:
         self._encoding = 0
         self._cancelled = False  # the user stopped waiting for the encodes out now
         self._running = 0
-        self._last_run = 0.0
         self._applied = -1
-        self._timer = QTimer()
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(DEBOUNCE_MS)
-        self._timer.timeout.connect(self.run)
+        self._debounce = Debouncer(self.run, DEBOUNCE_MS)
         viewer.dims.events.current_step.connect(self._on_step)
         viewer.dims.events.ndisplay.connect(self._on_step)
         viewer.layers.events.removed.connect(self._on_removed)
@@ -114,7 +107,7 @@ class ClickSession:
         self.layers = layers.make_prompt_layers(self.viewer, image, target)
         points, shapes = self.layers.points, self.layers.shapes
         points.events.data.connect(self._on_prompts)
-        shapes.events.data.connect(self._on_prompts)
+        shapes.events.data.connect(self._on_boxes)
         image.events.contrast_limits.connect(self.schedule)
         image.events.data.connect(self._on_data)
         self.viewer.layers.selection.active = points
@@ -131,16 +124,11 @@ class ClickSession:
         self.generation += 1
         if self.closed:
             return
-        quiet = time.monotonic() - self._last_run >= DEBOUNCE_MS / 1000
-        if not self._timer.isActive() and self._running == 0 and quiet:
-            self._timer.start(0)
-        elif not (self._timer.isActive() and self._timer.interval() == 0):
-            self._timer.start(DEBOUNCE_MS)
+        self._debounce.poke(busy=self._running > 0)
 
     def run(self) -> None:
         """Read the current plane's prompts and start a job (or clear the preview)."""
-        self._timer.stop()
-        self._last_run = time.monotonic()
+        self._debounce.ran()
         lay, encoder = self.layers, self.encoder
         if lay is None or encoder is None:
             return
@@ -223,8 +211,9 @@ class ClickSession:
         self.generation += 1  # the result, when it comes, is stale
         self._cancelled = True
         self.busy(False, "")
-        self._tell("Encoding cancelled: this plane's preview is dropped. The encode finishes "
-                   "in the background and is kept, so prompting this plane again is quick.")
+        self._say("Encoding cancelled: this plane's preview is dropped. The encode finishes in "
+                  "the background and is kept, so prompting this plane again is quick.",
+                  warn=False)
 
     # ---- what the Text and Propagate tabs share --------------------------------------
     @property
@@ -252,13 +241,7 @@ class ClickSession:
     @property
     def pending(self) -> bool:
         """Whether a run is scheduled or a job is still out (tests wait for this)."""
-        return self._timer_active() or self._running > 0
-
-    def _timer_active(self) -> bool:
-        try:
-            return self._timer.isActive()
-        except RuntimeError:  # Qt deleted it (interpreter exit)
-            return False
+        return self._debounce.active or self._running > 0
 
     def _prefetch(self, ref: SliceRef) -> None:
         """Encode the planes before and after the current one, in the background."""
@@ -291,8 +274,8 @@ class ClickSession:
             self._say(str(exc))
             return []
         self._committed_to = lay.target
-        self._tell(f"Committed object id(s) {', '.join(map(str, ids))} to '{lay.target.name}' "
-                    "(Ctrl+Z undoes it).")
+        self._say(f"Committed object id(s) {', '.join(map(str, ids))} to '{lay.target.name}' "
+                  "(Ctrl+Z undoes it).", warn=False)
         self.clear()
         return ids
 
@@ -304,7 +287,7 @@ class ClickSession:
                       "Ctrl+Z to undo its other changes.")
             return
         target.redo() if redo else target.undo()  # napari ignores an empty history
-        self._tell(f"{'Redid' if redo else 'Undid'} the last change in '{target.name}'.")
+        self._say(f"{'Redid' if redo else 'Undid'} the last change in '{target.name}'.", warn=False)
 
     def clear(self) -> None:
         """Drop the current plane's prompts and the preview."""
@@ -326,19 +309,14 @@ class ClickSession:
 
     # ---- events ----------------------------------------------------------------------
     def _on_prompts(self, event=None) -> None:
-        """A Points or Shapes data event: run on finished changes only.
+        """A Points data event: run on finished changes only (:data:`prompts.IN_PROGRESS`)."""
+        if prompts.change_action(event) not in prompts.IN_PROGRESS:
+            self.schedule()
 
-        napari announces a change before making it ("adding", "changing", "removing") and
-        again when done. A rectangle being drawn is "adding" from the mouse press (a tiny
-        starting rectangle) until the release ("added"); until then it is no prompt.
-        """
-        action = str(getattr(event, "action", "") or "")
-        if event is not None and getattr(event, "source", None) is not None and layers.same(
-                event.source, self.layers.shapes if self.layers else None):
-            self._drawing = action == "adding"
-        if action in IN_PROGRESS:
-            return
-        self.schedule()
+    def _on_boxes(self, event=None) -> None:
+        """A Shapes data event; a rectangle "adding" is being drawn: not a prompt yet."""
+        self._drawing = prompts.change_action(event) == "adding"
+        self._on_prompts(event)
 
     def _on_step(self, _event=None) -> None:
         if self.layers is None:
@@ -390,19 +368,14 @@ class ClickSession:
         if lay is None:
             return
         lay.points.events.data.disconnect(self._on_prompts)
-        lay.shapes.events.data.disconnect(self._on_prompts)
+        lay.shapes.events.data.disconnect(self._on_boxes)
         lay.image.events.contrast_limits.disconnect(self.schedule)
         lay.image.events.data.disconnect(self._on_data)
 
-    def _say(self, message: str) -> None:
-        """Something the user must read (a warning, an error, a hint): a pop-up."""
+    def _say(self, message: str, warn: bool = True) -> None:
+        """A message: ``warn`` (a warning, an error, a hint) pops up; routine news does not."""
         self.messages = [*self.messages[-49:], message]
-        self.notify(message)
-
-    def _tell(self, message: str) -> None:
-        """Routine news: the status line only."""
-        self.messages = [*self.messages[-49:], message]
-        self.inform(message)
+        (self.notify if warn else self.inform)(message)
 
     def close(self) -> None:
         """Stop listening to the viewer (the widget calls this when it goes away).
@@ -412,10 +385,7 @@ class ClickSession:
         """
         self.closed = True
         self.generation += 1  # results still on their way are dropped
-        try:
-            self._timer.stop()
-        except RuntimeError:  # "wrapped C/C++ object ... has been deleted"
-            pass
+        self._debounce.stop()  # safe when Qt already deleted its timer
         hooks = [(self.viewer.dims.events.current_step, self._on_step),
                  (self.viewer.dims.events.ndisplay, self._on_step),
                  (self.viewer.layers.events.removed, self._on_removed)]
