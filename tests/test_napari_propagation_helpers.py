@@ -111,7 +111,8 @@ def test_summary_groups_objects_that_stopped_alike():
     res = PropagationResult("memory", {1: ObjectTrack(stops=end), 4: ObjectTrack(stops=gone),
                                        2: ObjectTrack(stops=end)}, encoder_calls=11)
     assert summary(res, "z", 2, 12) == (
-        "Done (SAM memory): 12 slice(s) processed, 11 newly encoded. objects 1, 2 — up: range "
+        "Done (SAM memory): 12 slice(s) processed (11 newly encoded, 1 from the cache). "
+        "objects 1, 2 — up: range "
         "end at z=11; down: range end at z=0. object 4 — up: absent 2 slices in a row, stopped "
         "at z=9, last seen z=7; down: range end at z=0.")
 
@@ -122,3 +123,7 @@ def test_stop_texts_say_why():
     assert "mask vanished" in stop_text(Stop(4, "empty-mask", 3), "t", 2)
     assert stop_text(Stop(0, "range-end", 0), "z", 2) == "range end at z=0"
     assert stop_text(Stop(6, "cancelled", 6), "z", 2) == "cancelled at z=6"
+    assert stop_text(Stop(0, "range-end", 4), "z", 2) == (
+        "reached the range end at z=0, last seen z=4")  # z=0 got nothing
+    assert stop_text(Stop(0, "range-end", None), "z", 2) == (
+        "reached the range end at z=0, never seen")

@@ -168,3 +168,27 @@ def test_box_plus_clicks_is_one_object_and_neighbours_pre_encode(make_widget, qt
     settle(qtbot, w.session)
     assert iou(lay.preview.data[k + 1] > 0, truth(k + 1, "A")) > 0.75
     assert enc.encoder_calls == 3
+
+
+def test_ctrl_z_on_the_prompt_layer_undoes_the_commit(make_widget, qtbot):
+    stack, truth, centre = blob_stack()
+    viewer, _image, w = make_widget(stack)
+    lay, k = w.session.layers, 2
+    _show(viewer, k)
+    keys = viewer.window._qt_viewer._key_map_handler
+    lay.target.data[0, :3, :4] = 9  # the user's own earlier object stays
+    before = lay.target.data.copy()
+    lay.points.add([k, *centre(k, "A")[:2]])
+    settle(qtbot, w.session)
+    keys.press_key("c")
+    assert viewer.layers.selection.active.name == "SAM prompts"  # where the user annotates
+    committed = lay.target.data.copy()
+    assert iou(committed[k] == 10, truth(k, "A")) > 0.75
+    keys.press_key("Control-Z")
+    np.testing.assert_array_equal(lay.target.data, before)
+    assert "Undid" in w.status.text()
+    keys.press_key("Control-Shift-Z")
+    np.testing.assert_array_equal(lay.target.data, committed)
+    viewer.layers.selection.active = lay.shapes  # the boxes layer too
+    keys.press_key("Control-Z")
+    np.testing.assert_array_equal(lay.target.data, before)

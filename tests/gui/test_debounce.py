@@ -18,12 +18,12 @@ def test_leading_prompt_runs_without_waiting_and_followups_wait(make_widget, qtb
     _viewer, _image, w = make_widget(stack)
     session = w.session
     settle(qtbot, session)
-    session._last_run = time.monotonic() - 10  # a quiet spell
+    session._debounce.last_run = time.monotonic() - 10  # a quiet spell
     session.schedule()
-    assert session._timer.isActive() and session._timer.interval() == 0
+    assert session._debounce.active and session._debounce.interval == 0
     session.schedule()  # more events of the same user action: the immediate run still stands
-    assert session._timer.interval() == 0
+    assert session._debounce.interval == 0
     settle(qtbot, session)
     session.schedule()  # right after a run: wait for the quiet time
-    assert session._timer.isActive() and session._timer.interval() == DEBOUNCE_MS
+    assert session._debounce.active and session._debounce.interval == DEBOUNCE_MS
     settle(qtbot, session)

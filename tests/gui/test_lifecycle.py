@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from napari_sam3_onnx._napari.layers import same
+
 from .gui_helpers import blob_stack, iou, settle
 
 pytestmark = pytest.mark.gui
@@ -14,14 +16,18 @@ def test_each_image_gets_its_own_layers(make_widget, qtbot):
     stack, _truth, _centre = blob_stack()
     viewer, first, w = make_widget(stack)
     own = w.session.layers
+    own.points.add([0, 5, 5])  # content: these layers stay when another image is chosen
+    own.shapes.add(np.array([[0, 1, 1], [0, 1, 9], [0, 9, 9], [0, 9, 1]], float),
+                   shape_type="rectangle")
+    own.target.data[0, 0, 0] = 1
     second = viewer.add_image(stack[:, ::-1].copy(), name="flipped")
     w.image.setCurrentIndex(w.image.findText("flipped"))
     theirs = w.session.layers
-    assert theirs.image is second
-    assert theirs.points is not own.points and theirs.target is not own.target
+    assert same(theirs.image, second)
+    assert not same(theirs.points, own.points) and not same(theirs.target, own.target)
     assert theirs.points.name == "SAM prompts (flipped)"
     w.image.setCurrentIndex(w.image.findText(first.name))
-    assert w.session.layers.points is own.points and w.session.layers.target is own.target
+    assert same(w.session.layers.points, own.points) and same(w.session.layers.target, own.target)
 
 
 def test_a_deleted_prompt_layer_comes_back_when_the_image_is_chosen_again(make_widget, qtbot):
@@ -42,7 +48,7 @@ def test_closing_the_widget_unbinds_keys_and_stops_listening(make_widget, qtbot)
     stack, _truth, centre = blob_stack()
     viewer, _image, w = make_widget(stack)
     points, session = w.session.layers.points, w.session
-    dock = viewer.window._dock_widgets["Clicks and boxes"]
+    dock, = [d for d in viewer.window._dock_widgets.values() if d.widget() is w]
     viewer.window.remove_dock_widget(dock)
     del dock, w
     qtbot.waitUntil(lambda: session.layers is None, timeout=3000)
@@ -83,13 +89,12 @@ def test_detector_only_bundle_answers_boxes_and_explains_clicks(make_widget, qtb
     assert "no click decoder" in w.session.messages[-1]
 
 
-def test_download_menu_lists_the_registry_and_the_toy_model(make_napari_viewer, qtbot):
-    from napari_sam3_onnx._napari.widget import ClicksWidget
+def test_download_menu_lists_the_registry_and_the_toy_model(make_napari_viewer, open_widget,
+                                                            qtbot):
     from napari_sam3_onnx.models.registry import KNOWN_BUNDLES
 
     viewer = make_napari_viewer()
-    w = ClicksWidget(viewer)
-    viewer.window.add_dock_widget(w)
+    w = open_widget(viewer)
     actions = [a for a in w.model.download.menu().actions() if not a.isSeparator()]
     assert actions[0].text().startswith("Toy model")
     assert [a.text() for a in actions] == [s.title for s in KNOWN_BUNDLES]

@@ -92,7 +92,7 @@ def test_committed_blob_is_followed_both_ways(make_widget, qtbot, pagarcia_bundl
     assert "object 1 — up: range end at z=11; down: range end at z=0" in panel.status.text()
     assert method in panel.status.text()
     # one encode per slice: the seed slice's came from the clicks, shared through the cache
-    assert "12 slice(s) processed, 11 newly encoded" in panel.status.text()
+    assert "12 slice(s) processed (11 newly encoded, 1 from the cache)" in panel.status.text()
     assert w.session.encoder.encoder_calls == Z
     target.undo()  # one undo step removes the whole run ...
     assert np.array_equal(target.data, committed)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from napari_sam3_onnx._napari import workers
+from napari_sam3_onnx._napari.layers import same
 from napari_sam3_onnx._napari.session import DEBOUNCE_MS
 
 from .gui_helpers import blob_stack, iou, settle
@@ -40,7 +41,7 @@ def test_result_for_a_plane_left_meanwhile_is_not_written(make_widget, qtbot):
     qtbot.waitUntil(started.is_set, timeout=3000)
     assert w.progress.isVisible() or not w.isVisible()  # busy while encoding
     viewer.dims.set_current_step(0, 3)  # the user moves on while the encoder runs
-    qtbot.waitUntil(lambda: not w.session._timer.isActive(), timeout=3000)  # plane 3 handled
+    qtbot.waitUntil(lambda: not w.session._debounce.active, timeout=3000)  # plane 3 handled
     gate.set()
     settle(qtbot, w.session)
     assert enc.encoder_calls == 1
@@ -149,13 +150,13 @@ def test_keys_3d_view_message_and_feedback_logits(make_widget, qtbot, monkeypatc
     assert not lay.preview.data.any()
 
 
-def test_plugin_contribution_and_sample(make_napari_viewer, qtbot, hf_bundle):
+def test_plugin_contribution_and_sample(make_napari_viewer, open_widget, qtbot, hf_bundle):
     viewer = make_napari_viewer()
     viewer.open_sample("napari-sam3-onnx", "synthetic_nuclei")
     image = viewer.layers["synthetic nuclei"]
     assert image.data.dtype == np.uint16 and image.data.shape == (12, 180, 240)
-    _dock, w = viewer.window.add_plugin_dock_widget("napari-sam3-onnx", "Clicks and boxes")
-    assert w.session.image is image
+    w = open_widget(viewer)
+    assert same(w.session.image, image)
     assert tuple(w.session.layers.points.scale) == tuple(image.scale)
     w.load_bundle(hf_bundle, toy=True)
     assert "TOY TEST MODEL" in w.model.info.text()

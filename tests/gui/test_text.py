@@ -12,6 +12,7 @@ import threading
 import numpy as np
 import pytest
 
+from napari_sam3_onnx._napari.layers import same
 from napari_sam3_onnx.testing.scenes import BLOBS, SPECK, planted_image
 from napari_sam3_onnx.testing.tokenizer import build_text_bundle, write_toy_tokenizer
 
@@ -39,16 +40,14 @@ def bundles(tmp_path_factory):
 
 
 @pytest.fixture
-def make_text(make_napari_viewer, bundles, qtbot):
+def make_text(make_napari_viewer, open_widget, bundles, qtbot):
     """``make_text(data, layout, **image_kwargs) -> (viewer, image, widget, text_panel)``."""
-    from napari_sam3_onnx._napari.widget import ClicksWidget
 
     def factory(data, layout="samexporter", **kwargs):
         viewer = make_napari_viewer()
         kwargs.setdefault("contrast_limits", (0, 255))
         image = viewer.add_image(data, **kwargs)
-        widget = ClicksWidget(viewer)
-        viewer.window.add_dock_widget(widget, name="Clicks and boxes")
+        widget = open_widget(viewer)
         widget.load_bundle(bundles[layout], toy=True)
         panel = widget.panels["Text"]
         widget.tabs.setCurrentWidget(panel)
@@ -96,7 +95,7 @@ def test_bright_finds_the_planted_instances_on_their_slices(make_text, qtbot, la
     assert list(table["slice"]) == ["z=0", "z=1", "z=1"]
     assert table.loc[2, "score"] >= table.loc[3, "score"] > 0.5  # ids follow the score
     check_table(out)
-    assert "3 instance(s) of bright on 3 slice(s)" in panel.messages[-1]
+    assert "3 instance(s) of bright on 2 slice(s) (3 searched)" in panel.messages[-1]
     # hovering an instance shows its concept and score
     status = out.get_status(out.data_to_world((0, *centre(TOP_LEFT))), world=True)
     assert "concept: bright" in str(status) and "score:" in str(status)
@@ -111,7 +110,7 @@ def test_floor_on_raw_heads_keeps_or_drops_the_speck(make_text, qtbot):
     assert panel.floor.slider.minimum() == 0 and "raw" in panel.floor.note.text().lower()
     panel.floor.set_value(0.5)
     high = run(qtbot, panel, "thing")
-    assert high is not low and not high.data[SPECK.r0:SPECK.r1, SPECK.c0:SPECK.c1].any()
+    assert not same(high, low) and not high.data[SPECK.r0:SPECK.r1, SPECK.c0:SPECK.c1].any()
     assert len(high.features) == 3 and high.features["score"].min() > 0.5
 
 
@@ -263,3 +262,32 @@ def test_bundles_without_text_explain_and_text_only_bundles_load(make_text, qtbo
     out = run(qtbot, panel, "bright")
     assert {b.name for b in BLOBS[:3] if out.data[centre(b)]} == {"bright_top_left",
                                                                    "bright_right"}
+
+
+def test_a_cancelled_run_counts_the_slices_its_instances_are_on(make_text, qtbot):
+    planted = [(TOP_LEFT, RIGHT), (MID,), (RIGHT,), (MID,), (TOP_LEFT,), (MID,)]
+    viewer, _image, w, panel = make_text(stack(planted), "samexporter")
+    adapter = w.model.adapter
+    reached, release = threading.Event(), threading.Event()
+    original, count = adapter.encode, []
+
+    def slow_encode(rgb):
+        count.append(1)
+        if len(count) == 4:
+            reached.set()
+            release.wait(10)
+        return original(rgb)
+
+    adapter.encode = slow_encode
+    panel.concepts.setText("bright")
+    panel.scope.set_mode("all")
+    panel.run()
+    qtbot.waitUntil(reached.is_set, timeout=10000)
+    panel.cancel()
+    release.set()
+    qtbot.waitUntil(lambda: not panel.running, timeout=10000)
+    out = viewer.layers[-1]
+    on = sorted({int(z) for z in np.nonzero(out.data.reshape(len(planted), -1).any(1))[0]})
+    assert on == [0, 2]  # z=1 and z=3 hold only the dim blob
+    assert ("Cancelled after 4 of 6 slice(s)" in panel.messages[-1]
+            and "3 instance(s) of bright on 2 slice(s) (4 searched)" in panel.messages[-1])

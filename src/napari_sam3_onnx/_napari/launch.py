@@ -42,6 +42,11 @@ def open_viewer(bundle: str | None = None, test_bundle: bool = False, sample: bo
     if sample:
         viewer.open_sample(PLUGIN, "synthetic_nuclei")
     _dock, widget = viewer.window.add_plugin_dock_widget(PLUGIN, WIDGET)
+    if show:  # the dock took canvas width: lay the window out, then fit the image to the rest
+        from qtpy.QtWidgets import QApplication
+
+        QApplication.processEvents()
+        viewer.reset_view()
     if test_bundle:
         widget.model.load_toy()
     elif bundle:

@@ -91,6 +91,25 @@ def _owner(layer: Layer) -> str | None:
     return layer.metadata.get(OWNER_KEY)
 
 
+def unwrap(obj):
+    """The object itself behind napari's plugin proxy (``PublicOnlyProxy``), else ``obj``.
+
+    napari hands a plugin widget a wrapped viewer; every layer read through it is a new
+    wrapper, so ``a is b`` is False for the same layer. Compare layers with :func:`same`.
+    """
+    return getattr(obj, "__wrapped__", obj)
+
+
+def same(a, b) -> bool:
+    """Whether ``a`` and ``b`` are the same layer (or both None), wrapped or not."""
+    return unwrap(a) is unwrap(b)
+
+
+def is_scratch(layer: Layer) -> bool:
+    """Whether ``layer`` is a preview layer of this plugin (of any image): never a target."""
+    return str(_owner(layer) or "").endswith(f"/{PREVIEW_NAME}")
+
+
 def find_or_add(viewer, cls: type, name: str, image: Image, **kwargs) -> Layer:
     """Reuse the image's layer of this role, or add a new one with the image's transform.
 
@@ -164,6 +183,28 @@ def make_prompt_layers(viewer, image: Image, target: Labels | None = None) -> Pr
     if target is None:
         target = find_or_add(viewer, Labels, OBJECTS_NAME, image)
     return PromptLayers(image, points, shapes, preview, target)
+
+
+def remove_unused(viewer, lay: PromptLayers) -> list[str]:
+    """Remove the layers the widget made for ``lay.image`` that hold nothing of the user's.
+
+    Empty prompt and box layers and the preview (scratch) go; the target goes only if the
+    widget made it and nothing was ever written into it. A layer the user made, or one holding
+    clicks, rectangles or labels, stays. Returns the names removed.
+    """
+    tag = f"{lay.image.unique_id}/"
+    removed = []
+    for layer in (lay.points, lay.shapes, lay.preview, lay.target):
+        ours = str(_owner(layer) or "").startswith(tag)
+        if not ours or layer not in viewer.layers:
+            continue
+        empty = is_scratch(layer) or (
+            not np.any(np.asarray(layer.data)) if isinstance(layer, Labels)
+            else len(layer.data) == 0)
+        if empty:
+            removed.append(layer.name)
+            viewer.layers.remove(layer)
+    return removed
 
 
 def restore_labels(viewer, lay: PromptLayers, which: str) -> Labels:

@@ -11,7 +11,7 @@ Rules (one place, so the widget and the docs agree):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +19,20 @@ from napari.layers import Image, Points, Shapes
 
 from ..engine.interactive import ObjectMask, Prompt
 from .layers import FEATURE, layer_to_image_data, on_plane
+
+#: napari data-event actions announcing a change not made yet (the finished one follows). A
+#: rectangle being drawn is "adding" from the mouse press (a tiny starting rectangle) until the
+#: release ("added"): until then it is no prompt.
+IN_PROGRESS = frozenset({"adding", "changing", "removing"})
+
+#: A rectangle whose sides are both at most this long (plane pixels) has zero size: a click in
+#: rectangle mode, not a box.
+ZERO_SIZE = 1e-6
+
+
+def change_action(event) -> str:
+    """The action of a napari data event (``"added"``, ``"adding"``, ...; ``""`` if none)."""
+    return str(getattr(event, "action", "") or "")
 
 
 def read_clicks(
@@ -45,32 +59,45 @@ def read_clicks(
 
 
 def read_boxes(
-    shapes: Shapes, image: Image, index: tuple[int, ...]
+    shapes: Shapes, image: Image, index: tuple[int, ...], skip: Collection[int] = ()
 ) -> tuple[list[np.ndarray], np.ndarray, int]:
     """Rectangles on plane ``index`` as ``(r0, c0, r1, c1)`` in plane pixels.
+
+    Rectangles of zero size (all corners on one point) are left out silently, like the rows in
+    ``skip`` (the rectangle napari is still drawing): neither is a prompt yet.
 
     Returns
     -------
     boxes : list of numpy.ndarray
         One ``(4,)`` array per rectangle, in drawing order.
     rows : numpy.ndarray
-        Indices of those shapes in the layer.
+        Indices of those rectangles in the layer.
     other : int
         Number of non-rectangle shapes on the plane (ignored).
     """
     boxes, rows, other = [], [], 0
     for i, (verts, kind) in enumerate(zip(shapes.data, shapes.shape_type, strict=True)):
         coords = layer_to_image_data(shapes, verts, image)
-        if not on_plane(coords, index).all():
+        if i in skip or not on_plane(coords, index).all():
             continue
         if kind != "rectangle":
             other += 1
             continue
         rc = coords[:, -2:]
         lo, hi = rc.min(axis=0), rc.max(axis=0)
+        if np.all(hi - lo <= ZERO_SIZE):
+            continue
         boxes.append(np.array([lo[0], lo[1], hi[0], hi[1]]))
         rows.append(i)
     return boxes, np.asarray(rows, int), other
+
+
+def plane_rows(layer: Points | Shapes, image: Image, index: tuple[int, ...]) -> np.ndarray:
+    """Indices of every point or shape (of any type) lying on plane ``index``."""
+    if isinstance(layer, Points):
+        return np.flatnonzero(on_plane(layer_to_image_data(layer, layer.data, image), index))
+    return np.asarray([i for i, verts in enumerate(layer.data)
+                       if on_plane(layer_to_image_data(layer, verts, image), index).all()], int)
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ earlier result.
 from __future__ import annotations
 
 import numpy as np
+from napari.utils import progress as napari_progress
 from qtpy.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QFormLayout,
     QGridLayout,
     QGroupBox,
@@ -31,6 +31,7 @@ from qtpy.QtWidgets import (
 from ..models.base import Capability
 from ..models.errors import Sam3OnnxError
 from . import layers
+from .compact import compact, compact_combo
 from .propagation_run import LastRun, PropagationRunner, RunSpec
 from .propagation_seeds import (
     axis_names,
@@ -60,8 +61,10 @@ class PropagationPanel(QWidget):
         super().__init__(parent)
         self.host, self.viewer = host, host.viewer
         self.runner = PropagationRunner(self.viewer, self)
-        self.runner.progressed.connect(self._progress)
+        self.runner.slice_written.connect(self._slice_done)
         self.runner.done.connect(self._done)
+        self._reached: set[int] = set()  # distinct slices of the run so far
+        self._activity = None  # napari's progress (activity panel) while a run is out
         self.last = LastRun()  # for corrections
 
         self.method = QLabel("", wordWrap=True)
@@ -78,25 +81,27 @@ class PropagationPanel(QWidget):
         group = QGroupBox("Objects to carry")
         group.setLayout(objects)
 
-        self.axis = QComboBox()
+        self.axis = compact_combo()
         self.axis.currentIndexChanged.connect(lambda _i: self._axis_changed())
-        self.direction = QComboBox()
+        self.direction = compact_combo()
         self.whole = QCheckBox("Whole stack", checked=True)
-        self.start, self.stop = QSpinBox(), QSpinBox()
+        self.start, self.stop = compact(QSpinBox()), compact(QSpinBox())
         self.whole.toggled.connect(lambda on: [w.setEnabled(not on) for w in (self.start,
                                                                                 self.stop)])
         for w in (self.start, self.stop):
             w.setEnabled(False)
         span = QHBoxLayout()
-        for w in (self.whole, QLabel("from"), self.start, QLabel("to"), self.stop):
+        for w in (QLabel("from"), self.start, QLabel("to"), self.stop):
             span.addWidget(w)
-        self.stop_after = QSpinBox(minimum=0, maximum=999, value=2, specialValueText="never")
+        self.stop_after = compact(QSpinBox(minimum=0, maximum=999, value=2,
+                                           specialValueText="never"))
         self.stop_after.setSuffix(" absent slices")
         self.overwrite = QCheckBox("Overwrite other objects")
         form = QFormLayout()
         form.addRow("Walk along", self.axis)
         form.addRow("Direction", self.direction)
-        form.addRow("Range", span)
+        form.addRow("Range", self.whole)
+        form.addRow("", span)  # a row of its own: the dock stays narrow
         form.addRow("Stop after", self.stop_after)
         form.addRow(self.overwrite)
 
@@ -114,14 +119,14 @@ class PropagationPanel(QWidget):
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
         self.progress = QProgressBar(visible=False)
-        self.status = QLabel("", wordWrap=True)
+        self.status = host.status  # one status line for the whole dock
 
         layout = QVBoxLayout(self)
         for w in (self.method, self.note, group):
             layout.addWidget(w)
         layout.addLayout(form)
         layout.addLayout(buttons)
-        for w in (self.correct_button, self.progress, self.status):
+        for w in (self.correct_button, self.progress):
             layout.addWidget(w)
         layout.addStretch(1)
 
@@ -194,7 +199,7 @@ class PropagationPanel(QWidget):
                 plane = spec.target.data[self._index()]
                 spec.seeds = label_seeds(plane, self._k(), ids)
         except Sam3OnnxError as exc:
-            self._say(str(exc))
+            self._warn(str(exc))
             return False
         return self._start(spec, clear_preview=self.from_preview.isChecked())
 
@@ -210,7 +215,7 @@ class PropagationPanel(QWidget):
             fixes = match_corrections(objects, plane, sorted(self.last.spec.seeds), hint)
             spec = self.last.correction(now, fixes, self._k())
         except (Sam3OnnxError, ValueError) as exc:
-            self._say(str(exc))
+            self._warn(str(exc))
             return False
         return self._start(spec, clear_preview=True)
 
@@ -246,30 +251,49 @@ class PropagationPanel(QWidget):
             self.stop_after.value() or None, self.overwrite.isChecked())
 
     def _start(self, spec: RunSpec, clear_preview: bool) -> bool:
+        ids = ", ".join(map(str, sorted(spec.seeds)))
+        n = layers.plane_shape(spec.image)[spec.axis]
+        lo, hi = spec.index_range or (0, n)
+        total = len(range(max(lo, 0), min(hi, n)))  # each slice once, the seed's included
+        self._reached = set()
+        self.progress.setRange(0, total)
+        self.progress.setValue(0)
+        self.progress.setFormat(f"0 / {total} slices")
+        self.progress.setVisible(True)
+        # Everything shown before the worker starts: napari's progress may turn the event loop,
+        # and a short run could end (and report) before a message set after the start.
+        self._activity = napari_progress(total=total, desc="SAM propagation")
+        self._say(f"Propagating object(s) {ids} along {self.axis.currentText()}...")
         self.runner.start_for(self.host.session, self.host.model.adapter, spec)
         if clear_preview:  # the previewed objects are now seeds (as a commit would do)
             self.host.session.clear()
-        ids = ", ".join(map(str, sorted(spec.seeds)))
-        self.progress.setRange(0, 0)
-        self.progress.setVisible(True)
-        self._say(f"Propagating object(s) {ids} along {self.axis.currentText()}...")
         self.refresh()
         return True
 
-    def _progress(self, done: int, total: int) -> None:
-        self.progress.setRange(0, max(total, 1))
+    def _slice_done(self, k: int) -> None:
+        """A slice was written: count it once, whichever pass reached it."""
+        if k in self._reached:
+            return
+        self._reached.add(k)
+        done, total = len(self._reached), self.progress.maximum()
         self.progress.setValue(done)
         self.progress.setFormat(f"{done} / {total} slices")
+        if self._activity is not None:
+            self._activity.update(1)
 
     def _done(self, result, error) -> None:
         spec, writer = self.runner.finished_spec, self.runner.writer
         self.progress.setVisible(False)
+        if self._activity is not None:
+            self._activity.close()
+            self._activity = None
         alive = spec.target in self.viewer.layers and spec.image in self.viewer.layers
         if alive and (result is not None or writer.slices):
             self.last.remember(spec, writer.slices, complete=result is not None
                                and not result.cancelled)
         name = axis_names(len(layers.plane_shape(spec.image)) - 2)[spec.axis]
-        self._say(finished_message(result, error, writer, name, spec.stop_after))
+        message = finished_message(result, error, writer, name, spec.stop_after)
+        (self._warn if error is not None else self._say)(message)
         self.refresh()
 
     def _on_removed(self, event) -> None:
@@ -279,5 +303,9 @@ class PropagationPanel(QWidget):
         self.refresh()
 
     def _say(self, message: str) -> None:
-        self.status.setText(message)
-        self.viewer.status = message
+        """Routine news: the dock's status line."""
+        self.host._inform(message)
+
+    def _warn(self, message: str) -> None:
+        """Something that stopped the user: a pop-up and the status line."""
+        self.host._notify(message)

@@ -157,7 +157,10 @@ def stop_text(stop: Stop, axis: str, limit: int | None) -> str:
     if stop.reason == "empty-mask":
         return f"mask vanished, stopped at {axis}={stop.index}{seen}"
     if stop.reason == "range-end":
-        return f"range end at {axis}={stop.index}"
+        if stop.last_present == stop.index:
+            return f"range end at {axis}={stop.index}"
+        # the pass went on to the end of the range without finding the object there
+        return f"reached the range end at {axis}={stop.index}{seen or ', never seen'}"
     return f"cancelled at {axis}={stop.index}"
 
 
@@ -175,10 +178,11 @@ def summary(result: PropagationResult, axis: str, limit: int | None, slices: int
         groups.setdefault(why or "seed slice only", []).append(oid)
     parts = [f"object{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))} — {why}"
              for why, ids in groups.items()]
-    encoded = f"{result.encoder_calls} newly encoded" if result.encoder_calls else \
-        "all from the cache"
+    fresh = min(result.encoder_calls, slices)  # this run's encodes are of slices it processed
+    encoded = "all from the cache" if not fresh else "all newly encoded" if fresh == slices \
+        else f"{fresh} newly encoded, {slices - fresh} from the cache"
     method = "SAM memory" if result.method == "memory" else "prompt carry-over"
-    return f"{head} ({method}): {slices} slice(s) processed, {encoded}. " + ". ".join(parts) + "."
+    return f"{head} ({method}): {slices} slice(s) processed ({encoded}). " + ". ".join(parts) + "."
 
 
 def finished_message(result: PropagationResult | None, error: BaseException | None, writer,

@@ -8,11 +8,9 @@ thread only if nothing changed meanwhile (the *generation* counter).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from napari.layers import Image, Labels
-from qtpy.QtCore import QTimer
 
 from ..engine.cache import EmbeddingCache
 from ..engine.concepts import TextCache
@@ -20,6 +18,7 @@ from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
 from ..models.errors import Sam3OnnxError
 from . import commit, fov, layers, prompts, workers
+from .debounce import Debouncer
 from .hints import contrast_hint
 
 #: Quiet time after the last prompt change before the model runs.
@@ -37,12 +36,17 @@ class ClickSession:
         ``notify(message)`` for things the user must read (errors, hints).
     busy : callable, optional
         ``busy(on, text)`` while a plane is being encoded.
+    inform : callable, optional
+        ``inform(message)`` for routine news (a commit, an undo) that needs no pop-up;
+        default ``notify``.
     """
 
     def __init__(self, viewer, notify: Callable[[str], None] | None = None,
-                 busy: Callable[[bool, str], None] | None = None) -> None:
+                 busy: Callable[[bool, str], None] | None = None,
+                 inform: Callable[[str], None] | None = None) -> None:
         self.viewer = viewer
         self.notify = notify or (lambda _msg: None)
+        self.inform = inform or self.notify
         self.busy = busy or (lambda _on, _text: None)
         self.cache = EmbeddingCache()
         self.encoder: SliceEncoder | None = None
@@ -52,19 +56,19 @@ class ClickSession:
         self.overwrite = self.prefetch = False
         self.view = fov.ViewMode()  # whole plane, field of view or tiles
         self.messages: list[str] = []
+        self.closed = False
+        self._committed_to: Labels | None = None  # where Ctrl+Z on the prompt layers undoes
+        self._drawing = False  # a rectangle is being drawn in the boxes layer
         self._versions: dict = {}
         self._last: dict[tuple, tuple[Prompt, ObjectMask]] = {}
         self._shown: tuple[int, ...] | None = None
         self._current: list[ObjectMask] = []
         self._index: tuple[int, ...] | None = None
         self._encoding = 0
+        self._cancelled = False  # the user stopped waiting for the encodes out now
         self._running = 0
-        self._last_run = 0.0
         self._applied = -1
-        self._timer = QTimer()
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(DEBOUNCE_MS)
-        self._timer.timeout.connect(self.run)
+        self._debounce = Debouncer(self.run, DEBOUNCE_MS)
         viewer.dims.events.current_step.connect(self._on_step)
         viewer.dims.events.ndisplay.connect(self._on_step)
         viewer.layers.events.removed.connect(self._on_removed)
@@ -87,16 +91,23 @@ class ClickSession:
         self.schedule()
 
     def set_image(self, image: Image | None, target: Labels | None = None) -> None:
-        """Annotate ``image``: find or create its prompt, preview and target layers."""
+        """Annotate ``image``: find or create its prompt, preview and target layers.
+
+        The previous image's empty prompt, box and preview layers (and its target if nothing
+        was written into it) are removed, so choosing images does not pile up layers.
+        """
+        old = self.layers
         self._disconnect()
         self._forget()
+        self.layers = None
+        if old is not None and not layers.same(old.image, image):
+            layers.remove_unused(self.viewer, old)
         if image is None:
-            self.layers = None
             return
         self.layers = layers.make_prompt_layers(self.viewer, image, target)
         points, shapes = self.layers.points, self.layers.shapes
-        points.events.data.connect(self.schedule)
-        shapes.events.data.connect(self.schedule)
+        points.events.data.connect(self._on_prompts)
+        shapes.events.data.connect(self._on_boxes)
         image.events.contrast_limits.connect(self.schedule)
         image.events.data.connect(self._on_data)
         self.viewer.layers.selection.active = points
@@ -111,23 +122,21 @@ class ClickSession:
         changes that follow quickly, or arrive while a job is out, wait for the quiet time.
         """
         self.generation += 1
-        quiet = time.monotonic() - self._last_run >= DEBOUNCE_MS / 1000
-        if not self._timer.isActive() and self._running == 0 and quiet:
-            self._timer.start(0)
-        elif not (self._timer.isActive() and self._timer.interval() == 0):
-            self._timer.start(DEBOUNCE_MS)
+        if self.closed:
+            return
+        self._debounce.poke(busy=self._running > 0)
 
     def run(self) -> None:
         """Read the current plane's prompts and start a job (or clear the preview)."""
-        self._timer.stop()
-        self._last_run = time.monotonic()
+        self._debounce.ran()
         lay, encoder = self.layers, self.encoder
         if lay is None or encoder is None:
             return
         try:
             index = layers.current_index(self.viewer, lay.image)
             clicks, labels, _ = prompts.read_clicks(lay.points, lay.image, index)
-            boxes, _, other = prompts.read_boxes(lay.shapes, lay.image, index)
+            drawing = {len(lay.shapes.data) - 1} if self._drawing else ()
+            boxes, _, other = prompts.read_boxes(lay.shapes, lay.image, index, skip=drawing)
         except Sam3OnnxError as exc:
             self._clear_preview()
             if len(lay.points.data) or len(lay.shapes.data):
@@ -149,6 +158,7 @@ class ClickSession:
         encoding = workers.will_encode(encoder, job)
         if encoding:
             self._encoding += 1
+            self._cancelled = False  # waiting again
             self.busy(True, f"Encoding {layers.index_label(lay.image, index)} of "
                             f"'{lay.image.name}' (once per plane)...")
         self._running += 1
@@ -186,8 +196,25 @@ class ClickSession:
         self._running -= 1
         if encoded:
             self._encoding -= 1
-            if self._encoding == 0:
+            if self._encoding == 0 and not self._cancelled:
                 self.busy(False, "Plane encoded: further prompts on it are answered at once.")
+            if self._encoding == 0:
+                self._cancelled = False
+
+    def cancel(self) -> None:
+        """Stop waiting for the encode in progress: the preview it was for is dropped.
+
+        onnxruntime cannot be interrupted through our sessions, so the encode runs to its end
+        in its worker; its embedding is cached, so prompting that plane later is immediate.
+        """
+        if self._encoding == 0:
+            return
+        self.generation += 1  # the result, when it comes, is stale
+        self._cancelled = True
+        self.busy(False, "")
+        self._say("Encoding cancelled: this plane's preview is dropped. The encode finishes in "
+                  "the background and is kept, so prompting this plane again is quick.",
+                  warn=False)
 
     # ---- what the Text and Propagate tabs share --------------------------------------
     def data_version(self, image: Image) -> int:
@@ -210,7 +237,7 @@ class ClickSession:
     @property
     def pending(self) -> bool:
         """Whether a run is scheduled or a job is still out (tests wait for this)."""
-        return self._timer.isActive() or self._running > 0
+        return self._debounce.active or self._running > 0
 
     def _prefetch(self, ref: SliceRef) -> None:
         """Encode the planes before and after the current one, in the background."""
@@ -229,6 +256,10 @@ class ClickSession:
         if self._applied != self.generation:
             self._say("The preview is still being updated; commit again when it shows.")
             return []
+        if layers.is_scratch(lay.target) or layers.same(lay.target, lay.preview):
+            self._say(f"'{lay.target.name}' is the plugin's scratch layer; choose another "
+                      "'Commit to' layer.")
+            return []
         if lay.target not in self.viewer.layers:
             self._say(f"The target layer was removed; writing into a new '{layers.OBJECTS_NAME}'.")
         layers.restore_labels(self.viewer, lay, "target")
@@ -238,9 +269,21 @@ class ClickSession:
         except Sam3OnnxError as exc:
             self._say(str(exc))
             return []
-        self._say(f"Committed object id(s) {', '.join(map(str, ids))} to '{lay.target.name}'.")
+        self._committed_to = lay.target
+        self._say(f"Committed object id(s) {', '.join(map(str, ids))} to '{lay.target.name}' "
+                  "(Ctrl+Z undoes it).", warn=False)
         self.clear()
         return ids
+
+    def undo(self, redo: bool = False) -> None:
+        """Undo (or redo) the last commit in its Labels layer, from wherever the user is."""
+        target = self._committed_to
+        if target is None or target not in self.viewer.layers:
+            self._say("There is no commit to undo here; select the Labels layer and press "
+                      "Ctrl+Z to undo its other changes.")
+            return
+        target.redo() if redo else target.undo()  # napari ignores an empty history
+        self._say(f"{'Redid' if redo else 'Undid'} the last change in '{target.name}'.", warn=False)
 
     def clear(self) -> None:
         """Drop the current plane's prompts and the preview."""
@@ -249,8 +292,8 @@ class ClickSession:
             return
         try:
             index = layers.current_index(self.viewer, lay.image)
-            _, _, point_rows = prompts.read_clicks(lay.points, lay.image, index)
-            _, shape_rows, _ = prompts.read_boxes(lay.shapes, lay.image, index)
+            point_rows = prompts.plane_rows(lay.points, lay.image, index)
+            shape_rows = prompts.plane_rows(lay.shapes, lay.image, index)  # ellipses too
         except Sam3OnnxError as exc:
             self._say(str(exc))
             return
@@ -261,6 +304,16 @@ class ClickSession:
         self._forget()
 
     # ---- events ----------------------------------------------------------------------
+    def _on_prompts(self, event=None) -> None:
+        """A Points data event: run on finished changes only (:data:`prompts.IN_PROGRESS`)."""
+        if prompts.change_action(event) not in prompts.IN_PROGRESS:
+            self.schedule()
+
+    def _on_boxes(self, event=None) -> None:
+        """A Shapes data event; a rectangle "adding" is being drawn: not a prompt yet."""
+        self._drawing = prompts.change_action(event) == "adding"
+        self._on_prompts(event)
+
     def _on_step(self, _event=None) -> None:
         if self.layers is None:
             return
@@ -282,7 +335,7 @@ class ClickSession:
         lay = self.layers
         if lay is None:
             return
-        if event.value is lay.image:
+        if layers.same(event.value, lay.image):
             self._disconnect()
             self.layers = None
             self.generation += 1
@@ -310,20 +363,32 @@ class ClickSession:
         lay = self.layers
         if lay is None:
             return
-        lay.points.events.data.disconnect(self.schedule)
-        lay.shapes.events.data.disconnect(self.schedule)
+        lay.points.events.data.disconnect(self._on_prompts)
+        lay.shapes.events.data.disconnect(self._on_boxes)
         lay.image.events.contrast_limits.disconnect(self.schedule)
         lay.image.events.data.disconnect(self._on_data)
 
-    def _say(self, message: str) -> None:
+    def _say(self, message: str, warn: bool = True) -> None:
+        """A message: ``warn`` (a warning, an error, a hint) pops up; routine news does not."""
         self.messages = [*self.messages[-49:], message]
-        self.notify(message)
+        (self.notify if warn else self.inform)(message)
 
     def close(self) -> None:
-        """Stop listening to the viewer (the widget calls this when it goes away)."""
-        self._timer.stop()
-        self._disconnect()
-        self.viewer.dims.events.current_step.disconnect(self._on_step)
-        self.viewer.dims.events.ndisplay.disconnect(self._on_step)
-        self.viewer.layers.events.removed.disconnect(self._on_removed)
+        """Stop listening to the viewer (the widget calls this when it goes away).
+
+        Safe in any order and more than once: at interpreter exit Qt may already have deleted
+        the timer, and the viewer may be half torn down.
+        """
+        self.closed = True
+        self.generation += 1  # results still on their way are dropped
+        self._debounce.stop()  # safe when Qt already deleted its timer
+        hooks = [(self.viewer.dims.events.current_step, self._on_step),
+                 (self.viewer.dims.events.ndisplay, self._on_step),
+                 (self.viewer.layers.events.removed, self._on_removed)]
+        try:
+            self._disconnect()
+        except (RuntimeError, AttributeError):
+            pass
+        for emitter, callback in hooks:
+            emitter.disconnect(callback)
         self.layers = None

@@ -20,7 +20,7 @@ from napari.layers import Image, Labels
 
 from ..engine.concepts import Instance, SliceResult
 from .commit import plane_indices
-from .layers import index_label, plane_shape, transform_kwargs
+from .layers import index_label, is_scratch, plane_shape, same, transform_kwargs
 
 PREFIX = "SAM text: "
 COLUMNS = ("index", "concept", "score", "area", "slice", "box")
@@ -150,8 +150,8 @@ def target_choices(viewer, image: Image | None, skip: Labels | None = None) -> l
     if image is None:
         return []
     shape = plane_shape(image)
-    return [la for la in viewer.layers if isinstance(la, Labels) and la is not skip
-            and tuple(la.data.shape) == shape]
+    return [la for la in viewer.layers if isinstance(la, Labels) and not same(la, skip)
+            and not is_scratch(la) and tuple(la.data.shape) == shape]
 
 
 def summary(out: TextOutput, written: Sequence[Instance], total: int,
@@ -163,5 +163,7 @@ def summary(out: TextOutput, written: Sequence[Instance], total: int,
     if out.discard_if_empty() or not written:
         return f"{head}No instance of {what} scored above {floor:.2f} on {out.planes} slice(s)."
     undo = "" if out.new else " One undo (Ctrl+Z on that layer) removes them."
-    return (f"{head}{len(written)} instance(s) of {what} on {out.planes} slice(s) in "
+    found = len({tuple(inst.index) for inst in written})  # slices with an instance
+    searched = "" if found == out.planes else f" ({out.planes} searched)"
+    return (f"{head}{len(written)} instance(s) of {what} on {found} slice(s){searched} in "
             f"'{out.layer.name}'.{undo}")

@@ -16,7 +16,6 @@ from pathlib import Path
 from napari.qt.threading import create_worker
 from qtpy.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -34,6 +33,7 @@ from ..engine.tokenizer import ClipTokenizer
 from ..models.base import Capability
 from ..models.errors import Sam3OnnxError
 from . import layers, workers
+from .compact import compact, compact_combo
 from .hints import contrast_hint
 from .text_controls import FloorControl, ScopeControl
 from .text_inputs import (
@@ -67,25 +67,28 @@ class TextPanel(QWidget):
         self.concepts = QLineEdit(placeholderText="nucleus, mitochondrion")
         self.concepts.setToolTip("Comma-separated noun phrases; each becomes its own class.")
         self.concepts.returnPressed.connect(self.run)
-        self.use_boxes = QCheckBox("Rectangles in 'SAM boxes' are exemplars on their slice")
+        self.use_boxes = QCheckBox("Boxes are exemplars")
+        self.use_boxes.setToolTip("Rectangles in 'SAM boxes' are exemplars of the concept on "
+                                  "their slice (positive or negative, below).")
         self.positive = QRadioButton("Positive", checked=True)
         self.negative = QRadioButton("Negative")
         self.positive.toggled.connect(lambda _on: self._polarity())
         self.use_boxes.toggled.connect(lambda _on: self._polarity())
         self.floor = FloorControl()
         self.scope = ScopeControl()
-        self.min_size = QSpinBox(minimum=0, maximum=10**8, suffix=" px")
+        self.min_size = compact(QSpinBox(minimum=0, maximum=10**8, suffix=" px"))
         self.fill_holes = QCheckBox("Fill holes")
-        self.target = QComboBox()
+        self.target = compact_combo()
         self.run_button = QPushButton("Run")
         self.run_button.clicked.connect(self.run)
         self.cancel_button = QPushButton("Cancel", enabled=False)
         self.cancel_button.clicked.connect(self.cancel)
         self.progress = QProgressBar(visible=False)
-        self.status = QLabel("", wordWrap=True)
+        self.status = host.status  # one status line for the whole dock
 
         polarity = QHBoxLayout()
-        for w in (self.positive, self.negative, QLabel("(next boxes drawn)")):
+        for w in (self.positive, self.negative):
+            w.setToolTip("The polarity of the next exemplar boxes drawn.")
             polarity.addWidget(w)
         size = QHBoxLayout()
         size.addWidget(self.min_size)
@@ -106,7 +109,6 @@ class TextPanel(QWidget):
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.progress)
-        layout.addWidget(self.status)
         layout.addStretch(1)
         self._controls = (self.concepts, self.floor, self.scope, self.min_size, self.fill_holes,
                           self.target, self.run_button)
@@ -173,9 +175,10 @@ class TextPanel(QWidget):
 
     def _layers_changed(self, event=None) -> None:
         out = self.output
-        if out is not None and event is not None and event.value is out.image:
+        if out is not None and event is not None and layers.same(event.value, out.image):
             self.cancel()
-            self._say(f"'{out.image.name}' was removed; the search stops after this slice.")
+            self._say(f"'{out.image.name}' was removed; the search stops after this slice.",
+                      warn=True)
         self._refresh_targets()
 
     def _refresh_targets(self) -> None:
@@ -205,10 +208,10 @@ class TextPanel(QWidget):
         session, adapter = self.host.session, self.host.model.adapter
         image, encoder = session.image, session.encoder
         if self._reason is not None or self.texts is None or encoder is None:
-            self._say(self._reason or NO_MODEL)
+            self._say(self._reason or NO_MODEL, warn=True)
             return
         if image is None:
-            self._say("Choose an image in the widget first.")
+            self._say("Choose an image in the widget first.", warn=True)
             return
         try:
             indices = self.scope.indices(layers.current_index(self.viewer, image))
@@ -216,12 +219,12 @@ class TextPanel(QWidget):
                 session.layers.shapes, image, indices, adapter.max_exemplars)
             concepts = phrases(self.concepts.text(), bool(exemplars))
         except Sam3OnnxError as exc:
-            self._say(str(exc))
+            self._say(str(exc), warn=True)
             return
         if not concepts:  # exemplars alone: only the planes that have them
             indices = [i for i in indices if i in exemplars]
         for message in long_prompt_warnings(self.texts.tokenizer, concepts):
-            self._say(message)
+            self._say(message, warn=True)
         version = session.data_version(image)
         output = TextOutput(self.viewer, image, self.target.currentData(), concepts)
         run = TextRun(encoder, self.texts, [layers.slice_ref(image, i, version) for i in indices],
@@ -260,7 +263,7 @@ class TextPanel(QWidget):
                 self.floor.set_cut(done.min_score)
         if not out.add(done.index, done.result):
             self._state.stop()
-            self._say(f"'{out.layer.name}' was removed; the search stopped.")
+            self._say(f"'{out.layer.name}' was removed; the search stopped.", warn=True)
             return
         self.progress.setValue(done.done)
         self.status.setText(f"{layers.index_label(out.image, done.index)}: "
@@ -268,7 +271,7 @@ class TextPanel(QWidget):
                             f"{done.done} of {done.total} slice(s) done.")
 
     def _on_error(self, exc: BaseException) -> None:
-        self._say(workers.describe(exc))
+        self._say(workers.describe(exc), warn=True)
 
     def _on_finished(self) -> None:
         out, run = self.output, self._run
@@ -281,10 +284,10 @@ class TextPanel(QWidget):
         self.progress.setVisible(False)
         self.refresh()
 
-    def _say(self, message: str) -> None:
+    def _say(self, message: str, warn: bool = False) -> None:
+        """The dock's status line; ``warn``: also a pop-up (something stopped the user)."""
         self.messages = [*self.messages[-49:], message]
-        self.status.setText(message)
-        self.host._notify(message)
+        (self.host._notify if warn else self.host._inform)(message)
 
 
 def _teardown(state: RunControl, hooks, _obj=None) -> None:

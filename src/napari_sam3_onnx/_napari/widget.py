@@ -2,7 +2,8 @@
 
 Keyboard (with the prompt or box layer selected, or any layer where napari has no binding):
 ``t`` toggles positive/negative clicks, ``c`` commits the preview, ``Shift+C`` clears the
-plane's prompts and preview.
+plane's prompts and preview; on the prompt layers ``Ctrl+Z`` / ``Ctrl+Shift+Z`` undo and redo the
+last commit.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ from napari.utils.notifications import show_info
 from qtpy.QtCore import QEvent
 from qtpy.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QProgressBar,
     QPushButton,
     QRadioButton,
     QTabWidget,
@@ -27,14 +26,19 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
+from .compact import compact_combo
+from .encode_status import EncodeStatus
 from .fov import make_controls
-from .layers import OBJECTS_NAME, plane_shape, set_polarity
+from .layers import OBJECTS_NAME, is_scratch, plane_shape, same, set_polarity
 from .model_panel import ModelPanel
 from .panels import extra_panels
 from .save_labels import SaveLabelsButton
 from .session import ClickSession
 
 KEYS = {"t": "toggle", "c": "commit", "Shift-C": "clear"}
+#: Bound on the prompt layers only, where napari binds nothing: undo the last commit from where
+#: the user annotates (the target Labels layer keeps its own Ctrl+Z).
+LAYER_KEYS = {"Control-Z": "undo", "Control-Shift-Z": "redo"}
 NEW_TARGET = f"new '{OBJECTS_NAME}' layer"
 
 
@@ -51,13 +55,14 @@ class ClicksWidget(QWidget):
         super().__init__(parent)
         self.viewer = napari_viewer
         self._updating = False
-        self.session = ClickSession(napari_viewer, notify=self._notify, busy=self._busy)
+        self.session = ClickSession(napari_viewer, notify=self._notify, busy=self._busy,
+                                    inform=self._inform)
         self.model = ModelPanel(self.session.set_encoder, self._set_budget, self._notify)
 
-        self.image = QComboBox()
+        self.image = compact_combo()
         self.image.currentIndexChanged.connect(lambda _i: self._image_changed())
         self.image.activated.connect(lambda _i: self._image_changed(force=True))
-        self.target = QComboBox()
+        self.target = compact_combo()
         self.target.currentIndexChanged.connect(lambda _i: self._target_changed())
         self.positive = QRadioButton("Positive", checked=True)
         self.negative = QRadioButton("Negative")
@@ -71,9 +76,9 @@ class ClicksWidget(QWidget):
         commit.clicked.connect(self.commit)
         clear = QPushButton("Clear [Shift+C]")
         clear.clicked.connect(self.clear)
-        self.progress = QProgressBar(visible=False, textVisible=False)
-        self.progress.setRange(0, 0)
         self.status = QLabel("", wordWrap=True)
+        self.encoding = EncodeStatus(self.session.cancel, self.status.setText)
+        self.progress = self.encoding.bar
 
         polarity = QHBoxLayout()
         polarity.addWidget(self.positive)
@@ -110,7 +115,7 @@ class ClicksWidget(QWidget):
         layout.addWidget(self.tabs)
         self.save_labels = SaveLabelsButton(napari_viewer, self._notify)
         layout.addWidget(self.save_labels)
-        layout.addWidget(self.progress)
+        layout.addWidget(self.encoding)
         layout.addWidget(self.status)
 
         napari_viewer.layers.events.inserted.connect(self._refresh_choices)
@@ -132,6 +137,14 @@ class ClicksWidget(QWidget):
     def clear(self, _viewer=None) -> None:
         """Clear the plane's prompts and the preview (button and ``Shift+C``)."""
         self.session.clear()
+
+    def undo(self, _viewer=None) -> None:
+        """Undo the last commit (``Ctrl+Z`` on the prompt layers)."""
+        self.session.undo()
+
+    def redo(self, _viewer=None) -> None:
+        """Redo the commit undone last (``Ctrl+Shift+Z`` on the prompt layers)."""
+        self.session.undo(redo=True)
 
     def toggle(self, _viewer=None) -> None:
         """Switch the next clicks between positive and negative (``t``)."""
@@ -170,8 +183,8 @@ class ClicksWidget(QWidget):
         for layer in (lay.points, lay.shapes):
             if layer in self._bound_layers:
                 continue
-            for key, name in KEYS.items():
-                if layer is lay.shapes and key == "t":
+            for key, name in {**KEYS, **LAYER_KEYS}.items():
+                if same(layer, lay.shapes) and key == "t":
                     continue  # napari's 't' draws paths in Shapes layers
                 layer.bind_key(key, lambda _layer, n=name: getattr(self, n)(), overwrite=True)
             self._bound_layers.append(layer)
@@ -188,7 +201,7 @@ class ClicksWidget(QWidget):
         if current in images:
             self.image.setCurrentIndex(images.index(current))
         self.image.blockSignals(False)
-        if self.image.currentData() is not self.session.image:
+        if not same(self.image.currentData(), self.session.image):
             self._image_changed()
         self._refresh_targets()
 
@@ -197,8 +210,8 @@ class ClicksWidget(QWidget):
         shape = None if image is None else plane_shape(image)
         ours = None if self.session.layers is None else self.session.layers
         labels = [la for la in self.viewer.layers if isinstance(la, Labels)
-                  and shape is not None and la.data.shape == shape
-                  and (ours is None or la is not ours.preview)]
+                  and shape is not None and la.data.shape == shape and not is_scratch(la)
+                  and (ours is None or not same(la, ours.preview))]
         self.target.blockSignals(True)
         self.target.clear()
         for layer in labels:
@@ -212,7 +225,7 @@ class ClicksWidget(QWidget):
     def _image_changed(self, force: bool = False) -> None:
         """A new image (or, with ``force``, the same one again: recreate deleted layers)."""
         image = self.image.currentData()
-        if (image is self.session.image and not force) or self._updating:
+        if (same(image, self.session.image) and not force) or self._updating:
             return
         self._updating = True  # set_image adds layers, which would re-enter here
         try:
@@ -225,7 +238,7 @@ class ClicksWidget(QWidget):
 
     def _target_changed(self) -> None:
         target = self.target.currentData()
-        if target is not None and self.session.layers is not None:
+        if target is not None and self.session.layers is not None and not is_scratch(target):
             self.session.layers.target = target
 
     def _polarity_changed(self, positive: bool) -> None:
@@ -241,16 +254,34 @@ class ClicksWidget(QWidget):
         self.status.setText(message)
         show_info(message)
 
+    def _inform(self, message: str) -> None:
+        """Routine news (a commit, an undo, a finished run): the status line, no pop-up."""
+        self.status.setText(message)
+        self.viewer.status = message
+
     def _busy(self, on: bool, text: str) -> None:
-        self.progress.setVisible(on)
-        if text:
-            self.status.setText(text)
+        """An encode began (``on``) or ended; ``text`` for the status line."""
+        if on:
+            self.encoding.start(text)
+        else:
+            self.encoding.stop(completed=bool(text))
+            if text:
+                self.status.setText(text)
         self.viewer.status = text
 
 
-def _teardown(viewer, session, bound_layers: list) -> None:
-    """The widget is gone: stop the session and unbind its keys from the viewer and layers."""
-    session.close()
-    for owner in (viewer, *bound_layers):
-        for key in KEYS:
-            owner.bind_key(key, None)
+def _teardown(viewer, session, bound_layers: list, _obj=None) -> None:
+    """The widget is gone: stop the session and unbind its keys from the viewer and layers.
+
+    Runs once, whichever comes first (the dock closed, the widget destroyed, the interpreter
+    exiting), and never raises: an exception in a Qt slot at exit aborts the process.
+    """
+    if session.closed:
+        return
+    try:
+        session.close()
+        for owner in (viewer, *bound_layers):
+            for key in (*KEYS, *(LAYER_KEYS if owner is not viewer else ())):
+                owner.bind_key(key, None)
+    except (RuntimeError, AttributeError, KeyError):  # Qt or napari already half gone
+        pass

@@ -92,6 +92,7 @@ class SliceEncoder:
         self.model_id = model_id if model_id is not None else id(adapter)
         self.encoder_calls = 0
         self._lock = threading.Lock()
+        self._per_thread = threading.local()
         self._listeners: list[tuple[EncodeStart | None, EncodeEnd | None]] = []
 
     def listen(
@@ -141,8 +142,7 @@ class SliceEncoder:
         emb = self.cache.get_or_compute(key, lambda: self._reported(ref, need))
         if need is not None and self.adapter.lacks(emb, need):
             emb = self.adapter.complete(emb, self.rgb(ref), need)
-            with self._lock:
-                self.encoder_calls += 1
+            self._count_encode()
             self.cache.put(key, emb)
         return emb
 
@@ -171,6 +171,19 @@ class SliceEncoder:
     def _encode(self, ref: SliceRef, need: Capability | None = None) -> Embedding:
         rgb = self.rgb(ref)
         emb = self.adapter.encode(rgb) if need is None else self.adapter.encode_for(rgb, need)
+        self._count_encode()
+        return emb
+
+    def _count_encode(self) -> None:
+        """One encoder run: counted for every user and for the calling thread."""
         with self._lock:
             self.encoder_calls += 1
-        return emb
+        self._per_thread.calls = self.thread_encoder_calls() + 1
+
+    def thread_encoder_calls(self) -> int:
+        """Encoder runs made by the calling thread.
+
+        One run's own encodes when other tabs share this encoder and its cache: a plane that
+        another thread encoded is not counted.
+        """
+        return getattr(self._per_thread, "calls", 0)

@@ -72,8 +72,7 @@ class StoreBackedEncoder(SliceEncoder):
 
     def _encode_and_store(self, plane: np.ndarray, ref: SliceRef, key: EntryKey) -> Embedding:
         emb = self.adapter.encode(plane_to_rgb(plane, ref.window, ref.rgb))
-        with self._lock:
-            self.encoder_calls += 1
+        self._count_encode()
         if self.store.mode == "r":
             return emb
         return self.store.put(key, emb)

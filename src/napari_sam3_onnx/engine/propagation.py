@@ -281,7 +281,7 @@ def propagate(
     lo, hi = max(int(lo), min(refs)), min(int(hi), max(refs) + 1)
     objs = _seeds(seeds, lo, hi)
     tracker = tracker_for(adapter, objs, max(refs) + 1, fill_hole_area)
-    calls0 = encoder.encoder_calls
+    calls0 = encoder.thread_encoder_calls()  # the run's own encodes (other tabs share it)
     result = PropagationResult(
         tracker.method,
         {o: ObjectTrack(conditioning=tuple(s.index for s in ss)) for o, ss in objs.items()})
@@ -301,5 +301,5 @@ def propagate(
             break
     if progress is not None and not result.cancelled:
         progress(total, total)
-    result.encoder_calls = encoder.encoder_calls - calls0
+    result.encoder_calls = encoder.thread_encoder_calls() - calls0
     return result
