@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 from napari_sam3_onnx._napari.layers import slice_ref
-from napari_sam3_onnx._napari.propagation_run import LockedEncoder
-from napari_sam3_onnx._napari.workers import SingleFlight
 
 from .test_propagation_gui import BLOB_A, Z, centre, click, open_tab, run_and_wait, scene, use_ids
 
@@ -43,14 +43,24 @@ def test_a_pass_that_ends_without_the_object_says_so(make_widget, qtbot):
 def test_a_run_counts_only_its_own_encodes(make_widget, qtbot):
     stack = np.zeros((3, 40, 70), np.uint16)
     _viewer, image, w = make_widget(stack)
-    encoder, locks = w.session.encoder, SingleFlight()
-    run, other = LockedEncoder(encoder, locks), LockedEncoder(encoder, locks)
+    encoder = w.session.encoder
     refs = [slice_ref(image, (z,), 0) for z in range(3)]
-    other.embed(refs[0])  # the click preview (or another tab) encodes z=0
-    run.embed(refs[0])  # cached: not this run's encode
-    run.embed(refs[1])
-    other.embed(refs[2])
-    assert (run.encoder_calls, other.encoder_calls, encoder.encoder_calls) == (1, 2, 3)
+    counts = {}
+
+    def in_thread(name, todo):
+        def work():
+            before = encoder.thread_encoder_calls()
+            for ref in todo:
+                encoder.embed(ref)
+            counts[name] = encoder.thread_encoder_calls() - before
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+
+    in_thread("other", [refs[0]])  # the click preview (or another tab) encodes z=0
+    in_thread("run", [refs[0], refs[1]])  # z=0 cached: not this run's encode
+    in_thread("other2", [refs[2]])
+    assert (counts["run"], counts["other"] + counts["other2"], encoder.encoder_calls) == (1, 2, 3)
 
 
 def test_one_status_line_and_pop_ups_only_for_warnings(make_widget, qtbot, monkeypatch):
