@@ -24,3 +24,24 @@ def test_production_imports_load_neither_testing_nor_export():
     assert out[0] == "'napari_sam3_onnx.testing.toy_bundle'"  # found through the registry
     assert out[1] == "-"
 
+
+
+_NO_ONNX = """
+import sys
+sys.modules["onnx"] = None  # as if the 'onnx' package were not installed
+from napari_sam3_onnx.models.errors import Sam3OnnxError
+from napari_sam3_onnx.models.local_bundles import build_local_bundle
+from napari_sam3_onnx.models.registry import get_bundle
+try:
+    build_local_bundle(get_bundle("toy"), root=sys.argv[1])
+except Sam3OnnxError as exc:
+    print(exc)
+"""
+
+
+def test_the_toy_without_onnx_says_what_to_install(tmp_path):
+    out = subprocess.run([sys.executable, "-c", _NO_ONNX, str(tmp_path)], capture_output=True,
+                         text=True, check=True).stdout
+    assert "built with the 'onnx' package, which is not installed" in out
+    assert "pip install 'napari-sam3-onnx[toy]'" in out
+    assert not any(tmp_path.iterdir())  # nothing half-built left behind
