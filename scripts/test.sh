@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the plugin with its test extras into .venv and run every check CI runs:
-# ruff, the import-layer contracts, the npe2 manifest, and the test suite (GUI tests under Xvfb).
+# ruff, the import-layer contracts, mypy, the npe2 manifest, and the test suite (GUI tests
+# under Xvfb).
 # Usage: bash scripts/test.sh [extra pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,8 @@ echo "== ruff"
 .venv/bin/ruff check src tests benchmarks 2>/dev/null || .venv/bin/ruff check src tests
 echo "== import layers (engine/models never import napari, Qt or magicgui)"
 .venv/bin/lint-imports
+echo "== types (mypy, configured in pyproject.toml)"
+.venv/bin/mypy
 echo "== npe2 manifest"
 .venv/bin/npe2 validate napari-sam3-onnx
 echo "== tests"

@@ -41,86 +41,8 @@ class FakeHub:
         self.cut_after: dict[str, list[int]] = {}
         self.status: dict[str, int] = {}
         self.lfs = True
-        hub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_HEAD(self):
-                self._answer(body=False)
-
-            def do_GET(self):
-                self._answer(body=True)
-
-            def _answer(self, body: bool) -> None:
-                hub.requests.append((self.command, self.path,
-                                     {k.lower(): v for k, v in self.headers.items()}))
-                code = hub.status.get(self.path, hub.status.get("*"))
-                if code is not None:
-                    self._error(code)
-                    return
-                data = hub.files.get(self.path)
-                if data is None:
-                    self._error(404, "EntryNotFound")
-                    return
-                start, status = 0, 200
-                rng = self.headers.get("Range")
-                if rng and body:
-                    start = int(re.fullmatch(r"bytes=(\d+)-\d*", rng).group(1))
-                    if start >= len(data):
-                        self.send_response(416)
-                        self.send_header("Content-Range", f"bytes */{len(data)}")
-                        self.send_header("Content-Length", "0")
-                        self.end_headers()
-                        return
-                    status = 206
-                self.send_response(status)
-                if status == 206:
-                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-                self._hub_headers(data)
-                self.send_header("Content-Length", str(len(data) - start))
-                self.end_headers()
-                if not body:
-                    return
-                payload = data[start:]
-                cuts = hub.cut_after.get(self.path)
-                if cuts:
-                    self.wfile.write(payload[: cuts.pop(0)])
-                    self.wfile.flush()
-                    self.close_connection = True
-                    return
-                self.wfile.write(payload)
-
-            def _hub_headers(self, data: bytes) -> None:
-                if "/resolve/" not in self.path:  # a plain file server (e.g. GitHub raw)
-                    return
-                revision = self.path.split("/resolve/", 1)[1].split("/", 1)[0]
-                commit = revision if re.fullmatch(r"[0-9a-f]{40}", revision) else COMMIT
-                self.send_header("X-Repo-Commit", commit)
-                git = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-                self.send_header("ETag", f'"{git}"')
-                if hub.lfs:
-                    self.send_header("X-Linked-Etag", f'"{hashlib.sha256(data).hexdigest()}"')
-                    self.send_header("X-Linked-Size", str(len(data)))
-                self.send_header("Accept-Ranges", "bytes")
-
-            def _error(self, code: int, error_code: str | None = None) -> None:
-                body = f"error {code}".encode()
-                self.send_response(code)
-                if error_code is None and code in (401, 403):
-                    error_code = "GatedRepo"
-                if error_code:
-                    self.send_header("X-Error-Code", error_code)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        handler = type("Handler", (_Handler,), {"hub": self})
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -140,3 +62,84 @@ class FakeHub:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers for the :class:`FakeHub` set as ``hub`` on a subclass."""
+
+    hub: FakeHub
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_HEAD(self):
+        self._answer(body=False)
+
+    def do_GET(self):
+        self._answer(body=True)
+
+    def _answer(self, body: bool) -> None:
+        self.hub.requests.append((self.command, self.path,
+                              {k.lower(): v for k, v in self.headers.items()}))
+        code = self.hub.status.get(self.path, self.hub.status.get("*"))
+        if code is not None:
+            self._error(code)
+            return
+        data = self.hub.files.get(self.path)
+        if data is None:
+            self._error(404, "EntryNotFound")
+            return
+        start, status = 0, 200
+        rng = self.headers.get("Range")
+        if rng and body:
+            start = int(re.fullmatch(r"bytes=(\d+)-\d*", rng).group(1))
+            if start >= len(data):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            status = 206
+        self.send_response(status)
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        self._hub_headers(data)
+        self.send_header("Content-Length", str(len(data) - start))
+        self.end_headers()
+        if not body:
+            return
+        payload = data[start:]
+        cuts = self.hub.cut_after.get(self.path)
+        if cuts:
+            self.wfile.write(payload[: cuts.pop(0)])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(payload)
+
+    def _hub_headers(self, data: bytes) -> None:
+        if "/resolve/" not in self.path:  # a plain file server (e.g. GitHub raw)
+            return
+        revision = self.path.split("/resolve/", 1)[1].split("/", 1)[0]
+        commit = revision if re.fullmatch(r"[0-9a-f]{40}", revision) else COMMIT
+        self.send_header("X-Repo-Commit", commit)
+        git = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        self.send_header("ETag", f'"{git}"')
+        if self.hub.lfs:
+            self.send_header("X-Linked-Etag", f'"{hashlib.sha256(data).hexdigest()}"')
+            self.send_header("X-Linked-Size", str(len(data)))
+        self.send_header("Accept-Ranges", "bytes")
+
+    def _error(self, code: int, error_code: str | None = None) -> None:
+        body = f"error {code}".encode()
+        self.send_response(code)
+        if error_code is None and code in (401, 403):
+            error_code = "GatedRepo"
+        if error_code:
+            self.send_header("X-Error-Code", error_code)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)

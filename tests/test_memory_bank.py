@@ -200,3 +200,10 @@ def test_a_correction_hides_the_old_track_behind_it_for_that_pass_only():
     assert bank.select(9, +1).memory_slices[-1] == 8  # before the correction: unchanged
     back = bank.select(2, -1)  # another pass still sees them
     assert back.memory_slices == (0, 10, 8, 7, 6, 5, 4, 3)
+
+
+def test_a_slice_without_an_object_pointer_is_refused_by_name():
+    bank = MemoryBank(SAM3, 9)
+    with pytest.raises(ValueError, match="slice 4: the decoder gave no object pointer"):
+        bank.add(4, FakeMemory(4), None, conditioning=True)
+    assert bank.held_pointers == 0 and not bank.cond

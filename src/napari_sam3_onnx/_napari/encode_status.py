@@ -41,7 +41,8 @@ class EncodeStatus(QWidget):
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._show = show
-        self.bar = QProgressBar(textVisible=False)
+        self.bar = QProgressBar()
+        self.bar.setTextVisible(False)
         self.cancel = QPushButton("Cancel")
         self.cancel.setToolTip("Stop waiting for this plane; its preview is dropped.")
         self.cancel.clicked.connect(on_cancel)

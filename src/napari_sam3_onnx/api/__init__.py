@@ -163,7 +163,7 @@ def _refuse_store_over_inputs(store: StoreLike, jobs: Sequence[StackJob]) -> Non
     where = Path(os.path.realpath(store))
     for job in jobs:
         if job.is_file:
-            image = Path(os.path.realpath(job.data))  # type: ignore[arg-type]
+            image = Path(os.path.realpath(str(job.data)))
             if where == image or where in image.parents:
                 raise InputError(f"The store {store} would be written over the image "
                                  f"{job.data}: give the store a name of its own.")

@@ -60,7 +60,7 @@ def worker_encoder(ctx: TaskContext) -> StoreBackedEncoder:
                       lambda: _open_adapter(ctx.folder, ctx.config))
     store = _cached(("store", ctx.store, ctx.tag, ctx.precision),
                     lambda: EmbeddingStore(ctx.store, ctx.tag, ctx.precision))
-    return _cached(("encoder", ctx), lambda: StoreBackedEncoder(adapter, store))  # type: ignore
+    return _cached(("encoder", ctx), lambda: StoreBackedEncoder(adapter, store))
 
 
 def encode_slice(ctx: TaskContext, job: StackJob, index: tuple[int, ...], plane=None) -> str:
@@ -165,7 +165,7 @@ def precompute_on_cluster(
     tasks = []
     for job in jobs:
         view = job.view()
-        file_job = (StackJob(str(Path(job.data).resolve()), job.image, job.axis, job.rgb,
+        file_job = (StackJob(str(Path(str(job.data)).resolve()), job.image, job.axis, job.rgb,
                              job.window, job.slices) if job.is_file else None)
         for index in job.indices(view):
             tasks.append((file_job, job, view, index))

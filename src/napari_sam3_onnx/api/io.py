@@ -346,8 +346,7 @@ def parse_slices(text: str | None) -> slice | None:
         raise InputError(f"--slices {text!r}: expected START:STOP (e.g. 0:10) or one index.")
     if len(nums) == 3 and nums[2] is not None and nums[2] <= 0:
         raise InputError(f"--slices {text!r}: the step must be a positive whole number.")
-    if len(nums) == 1:
-        k = nums[0]
+    if len(nums) == 1 and (k := nums[0]) is not None:  # one part: never blank here
         return slice(k, None if k == -1 else k + 1)
     return slice(*nums)
 

@@ -70,9 +70,10 @@ def _zarr_pixel_size(path: Path) -> tuple[float, float] | None:
         return None
     units = [_MICRONS.get(str(a.get("unit", "")).lower()) if isinstance(a, dict) else None
              for a in axes[-2:]]
-    if None in units:
+    row_unit, col_unit = units
+    if row_unit is None or col_unit is None:
         return None
-    return float(scale[-2]) * units[0], float(scale[-1]) * units[1]
+    return float(scale[-2]) * row_unit, float(scale[-1]) * col_unit
 
 
 def _ome_size(attrib: dict, axis: str) -> float:

@@ -193,8 +193,8 @@ def _write_group(folder: Path, shape: tuple[int, ...], planes: Iterable[np.ndarr
         datasets.append({"path": str(level), "coordinateTransformations": [
             {"type": "scale", "scale": scale}, *base[1:]]})
     ms = {**multiscale, "datasets": datasets, "type": "nearest"}
-    label = {"colors": [{"label-value": i, "rgba": [int(v) for v in colours(i)]}
-                        for i in sorted(ids)]}
+    label: dict[str, object] = {
+        "colors": [{"label-value": i, "rgba": [int(v) for v in colours(i)]} for i in sorted(ids)]}
     if source is not None:
         label["source"] = {"image": source}
     if version == "0.4":
@@ -298,8 +298,8 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
     shape = tuple(int(s) for s in shape)
     ndim = len(shape)
     image = image_of_labels(path)
-    same = image_transform(image if image is not None else like, shape) if (
-        image is not None or like is not None) else None
+    reference = image if image is not None else like
+    same = image_transform(reference, shape) if reference is not None else None
     if same is not None:
         scale, translation = same["scale"], same["translation"]
         units, axes = same["units"], same["axes"]

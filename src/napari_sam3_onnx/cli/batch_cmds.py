@@ -136,14 +136,7 @@ def _counted_store(bundle: api.Bundle, record: RunRecord, path: Path | None):
     if path is None:
         return None
     store = bundle.open_store(path)
-    put = store.put
-
-    def counted(key, embedding):
-        out = put(key, embedding)
-        record.stored += 1  # put returns only once the entry is complete
-        return out
-
-    store.put = counted
+    record.stored_since_open = lambda: store.writes  # counted once an entry is complete
     return store
 
 

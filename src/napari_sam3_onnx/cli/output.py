@@ -146,10 +146,10 @@ def _write(tmp: Path, name: str, shape: tuple[int, ...], planes: Iterable[np.nda
     else:
         import zarr
 
-        out = zarr.create_array(str(tmp), shape=shape, dtype="int32", overwrite=True,
-                                chunks=(*([1] * (len(shape) - 2)), *shape[-2:]))
+        array = zarr.create_array(str(tmp), shape=shape, dtype="int32", overwrite=True,
+                                  chunks=(*([1] * (len(shape) - 2)), *shape[-2:]))
         for index, plane in zip(lead, planes, strict=True):
-            out[index] = plane
+            array[index] = plane
 
 
 def write_table(path: Path, columns: Sequence[str], rows: Iterable[dict]) -> Path:

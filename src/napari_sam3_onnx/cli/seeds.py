@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,7 @@ def _mask_seeds(args: argparse.Namespace, n: int, plane_shape) -> dict[int, list
         if args.seed_slice is None or not 0 <= args.seed_slice < n:
             raise InputError(f"A 2-D --seed-labels needs --seed-slice Z inside the stack (0 to "
                              f"{n - 1}); got {args.seed_slice}.")
-        planes = [(args.seed_slice, np.asarray(labels))]
+        planes: Iterable[tuple[int, np.ndarray]] = [(args.seed_slice, np.asarray(labels))]
     elif labels.ndim == 3 and labels.shape[0] == n:
         planes = ((z, np.asarray(labels[z])) for z in range(n))
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +78,9 @@ class RunRecord:
     stored : int
         Entries complete in the store: for precompute every finished one (encoded now or
         found there), for text and propagate the ones this run added.
+    stored_since_open : callable or None
+        Entries this run has completed so far in a store it writes as it goes (added to
+        ``stored``; text, propagate and segment-all read the store's own write count).
     written : list of str
         Output files already moved into place.
     pending : list of str
@@ -87,6 +90,7 @@ class RunRecord:
     store: Path | None = None
     unit: str = "slice"
     stored: int = 0
+    stored_since_open: Callable[[], int] | None = None
     written: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
 
@@ -104,9 +108,10 @@ class RunRecord:
     def kept(self) -> str:
         """One sentence: exactly what is on disk after the interruption."""
         parts = []
-        if self.store is not None and self.stored:
-            plural = "" if self.stored == 1 else "s"
-            parts.append(f"{self.stored} {self.unit} embedding{plural} in {self.store} "
+        stored = self.stored + (self.stored_since_open() if self.stored_since_open else 0)
+        if self.store is not None and stored:
+            plural = "" if stored == 1 else "s"
+            parts.append(f"{stored} {self.unit} embedding{plural} in {self.store} "
                          "(run the same command again to resume)")
         parts += [f"{w} (complete)" for w in self.written]
         kept = "kept: " + "; ".join(parts) if parts else "nothing was kept"

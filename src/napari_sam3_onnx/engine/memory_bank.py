@@ -34,7 +34,7 @@ __all__ = ["BankSettings", "MemoryBank", "Selection"]
 @dataclass
 class _Entry:
     memory: Any | None
-    pointer: np.ndarray | None
+    pointer: np.ndarray
     score: float
 
 
@@ -73,7 +73,7 @@ class MemoryBank:
         return max(1, min(self.num_slices, self.settings.max_obj_ptrs))
 
     def add(
-        self, index: int, memory: Any, pointer: np.ndarray, *, conditioning: bool,
+        self, index: int, memory: Any, pointer: np.ndarray | None, *, conditioning: bool,
         score: float = 0.0,
     ) -> None:
         """Store one slice's memory.
@@ -85,12 +85,15 @@ class MemoryBank:
         memory : MemoryFrame
             The memory encoder's output (anything with ``nbytes``; passed back unchanged).
         pointer : numpy.ndarray
-            ``(C,)`` float32 object pointer.
+            ``(C,)`` float32 object pointer (``None``, from a decoder that gives none, is
+            refused: memory tracking needs one per slice).
         conditioning : bool
             A prompted slice (kept for good; replaces any tracked memory of that slice).
         score : float
             ``eff_iou_score`` of the slice (only used with memory selection).
         """
+        if pointer is None:
+            raise ValueError(f"slice {index}: the decoder gave no object pointer to remember")
         entry = _Entry(memory, np.asarray(pointer, np.float32).reshape(-1), float(score))
         if conditioning:
             self.tracked.pop(index, None)

@@ -18,6 +18,7 @@ from .cache import EmbeddingCache
 from .encoding import SliceEncoder, SliceRef
 from .slices import extract_plane, plane_to_rgb
 from .store import EmbeddingStore, EntryKey, EntryStatus, fingerprint
+from .tiling import as_box
 
 
 class StoreBackedEncoder(SliceEncoder):
@@ -57,7 +58,7 @@ class StoreBackedEncoder(SliceEncoder):
     def entry_key(self, ref: SliceRef, plane: np.ndarray) -> EntryKey:
         """The store key of a plane (or of its region) already read from ``ref``."""
         window = None if ref.window is None else (float(ref.window[0]), float(ref.window[1]))
-        region = None if ref.region is None else tuple(int(v) for v in ref.region)
+        region = None if ref.region is None else as_box(ref.region)
         return EntryKey(self.image_name(ref), tuple(int(i) for i in ref.index),
                         fingerprint(plane), window, bool(ref.rgb), region)
 

@@ -157,7 +157,9 @@ class _Run:
                  tick: Callable[[int], None] | None) -> None:
         """Walk ``span`` with the pass's objects; ``tick(slices iterated)`` after each slice."""
         sign, _, starts = step
-        name, live, begun, iterated = NAMES[sign], {}, set(), 0
+        name, iterated = NAMES[sign], 0
+        live: dict[int, _Live] = {}
+        begun: set[int] = set()
         for index in span:
             if cancelled is not None and cancelled():
                 self.result.cancelled = True

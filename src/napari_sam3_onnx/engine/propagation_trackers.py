@@ -91,7 +91,7 @@ class MemoryTracker:
         if seed.prompt is not None:
             out, mem = decode_prompt(self.adapter, embedding, seed.prompt, self.click_holes, True)
         else:
-            out, mem = decode_mask_seed(self.adapter, embedding, seed.mask, True)
+            out, mem = decode_mask_seed(self.adapter, embedding, _seed_mask(seed), True)
         frame = self.adapter.memory_encode(embedding, mem, out.object_score, True)
         self.banks[oid].add(index, frame, out.pointer, conditioning=True,
                             score=memory_score(out))
@@ -134,7 +134,7 @@ class CarryOver:
         """Decode the seed (clicks path, or the mask itself)."""
         if seed.prompt is not None:
             return decode_prompt(self.adapter, embedding, seed.prompt, self.click_holes, False)[0]
-        return decode_mask_seed(self.adapter, embedding, seed.mask, False)[0]
+        return decode_mask_seed(self.adapter, embedding, _seed_mask(seed), False)[0]
 
     def track(self, oid: int, index: int, sign: int, embedding: Embedding,
               prev: SliceOutput | None) -> SliceOutput | None:
@@ -159,3 +159,10 @@ def tracker_for(adapter: SamAdapter, objects: Iterable[int], num_slices: int,
     if adapter.has(Capability.MEMORY):
         return MemoryTracker(adapter, objects, num_slices, fill_hole_area)
     return CarryOver(adapter)
+
+
+def _seed_mask(seed: Seed) -> np.ndarray:
+    """The mask of a seed given as one (a :class:`Seed` has a prompt or a mask, never neither)."""
+    if seed.mask is None:
+        raise ValueError("this seed has a prompt, not a mask")
+    return seed.mask

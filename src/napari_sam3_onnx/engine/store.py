@@ -35,6 +35,7 @@ import shutil
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -232,7 +233,7 @@ class EmbeddingStore:
             sig["region"] = [int(v) for v in key.region]
         return _jsonable(sig)
 
-    def _entry_meta(self, key: EntryKey):
+    def _entry_meta(self, key: EntryKey) -> tuple[Any, Any]:
         try:
             group = self._root[key.path]
             meta = group.attrs.get(ENTRY_KEY)

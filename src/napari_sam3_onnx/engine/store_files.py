@@ -49,7 +49,7 @@ def checksum(values: np.ndarray) -> str:
     The dtype and shape are not part of it; the store records them beside it.
     """
     arr = np.ascontiguousarray(values, dtype=np.asarray(values).dtype.newbyteorder("<"))
-    return f"{zlib.crc32(memoryview(arr).cast('B')) & 0xFFFFFFFF:08x}"
+    return f"{zlib.crc32(arr.data.cast('B')) & 0xFFFFFFFF:08x}"
 
 
 def create_node(folder: Path, attributes: dict | None = None) -> bool:

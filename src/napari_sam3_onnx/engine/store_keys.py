@@ -40,7 +40,7 @@ def fingerprint(plane: np.ndarray) -> str:
     arr = np.ascontiguousarray(plane)
     digest = hashlib.blake2b(digest_size=16)
     digest.update(f"{arr.dtype.str}{arr.shape}".encode())
-    digest.update(memoryview(arr).cast("B"))
+    digest.update(arr.data.cast("B"))
     return "blake2b:" + digest.hexdigest()
 
 

@@ -25,7 +25,15 @@ from .detector_box import segment_prompt
 from .encoding import SliceRef
 from .interactive import ObjectMask, Prompt, prepare_prompt
 from .slices import _default_limits, extract_plane
-from .tiling import Box, TileSettings, centred_tile, pick_tile, tile_grid, touches_inner_edge
+from .tiling import (
+    Box,
+    TileSettings,
+    as_box,
+    centred_tile,
+    pick_tile,
+    tile_grid,
+    touches_inner_edge,
+)
 
 #: ``ref -> Embedding``: how a region is embedded (``SliceEncoder.embed``, or a locked variant).
 Embedder = Callable[[SliceRef], Embedding]
@@ -106,7 +114,7 @@ def _local_prompt(prompt: Prompt, region: Box) -> Prompt:
     box = None if prompt.box_rc is None else prompt.box_rc - np.tile(off, 2)
     same = prompt.mask_region is not None and tuple(prompt.mask_region) == tuple(region)
     logits = prompt.mask_logits if same else None
-    return Prompt(prompt.points_rc - off, prompt.labels, box, logits, tuple(region))
+    return Prompt(prompt.points_rc - off, prompt.labels, box, logits, as_box(region))
 
 
 def segment_local(
@@ -115,7 +123,7 @@ def segment_local(
 ) -> ObjectMask:
     """Answer a plane prompt on a region's embedding; the mask covers the region only."""
     res = segment_prompt(adapter, embedding, _local_prompt(prompt, region), texts)
-    return replace(res, region=tuple(int(v) for v in region))
+    return replace(res, region=as_box(region))
 
 
 def place(local: ObjectMask, plane_shape: tuple[int, int]) -> ObjectMask:
@@ -235,7 +243,7 @@ def segment_on(
     """
     shape = ref.plane_shape
     if ref.region is not None:
-        region = tuple(int(v) for v in ref.region)
+        region = as_box(ref.region)
         return place(segment_local(adapter, embed(ref), region, prompt, texts), shape)
     if tiling is not None and tiling.applies(shape, input_side(adapter)):
         return segment_tiled(adapter, embed, ref, prompt, tiling, texts)

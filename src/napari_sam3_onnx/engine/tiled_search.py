@@ -27,7 +27,7 @@ from ..models.base import SamAdapter
 from .concepts import DEFAULT_FLOOR, Instance, SliceResult, TextCache, search_slice
 from .encoding import SliceRef
 from .tiled import Embedder, input_side, iter_tiles, tile_refs
-from .tiling import Box, TileSettings, intersect, touches_inner_edge
+from .tiling import Box, TileSettings, as_box, intersect, touches_inner_edge
 
 #: Mask IoU inside the overlap of two tiles at which two instances are one object.
 DEFAULT_IOU = 0.5
@@ -75,7 +75,7 @@ def tile_parts(result: SliceResult, tile: Box) -> list[Part]:
         r0, c0, r1, c1 = (int(v) for v in inst.box_rc)
         mask = result.labels[r0:r1 + 1, c0:c1 + 1] == inst.id
         window = (r0 + tile[0], c0 + tile[1], r1 + 1 + tile[0], c1 + 1 + tile[1])
-        parts.append(Part(tuple(tile), window, mask, inst.concept, inst.score))
+        parts.append(Part(as_box(tile), window, mask, inst.concept, inst.score))
     return parts
 
 
@@ -137,7 +137,7 @@ def merge_parts(
         near = ((win[rest, 0] <= win[i, 2]) & (win[i, 0] <= win[rest, 2])
                 & (win[rest, 1] <= win[i, 3]) & (win[i, 1] <= win[rest, 3])
                 & (tiles[rest] != tiles[i]).any(axis=1) & (names[rest] == a.concept))
-        for j in np.flatnonzero(near) + i + 1:
+        for j in (int(k) for k in np.flatnonzero(near) + i + 1):
             b = parts[j]
             if find(i) != find(j) and (_overlap_iou(a, b) >= iou or _edge_joined(a, b, shape)
                                        or _edge_joined(b, a, shape)):

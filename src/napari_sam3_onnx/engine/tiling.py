@@ -88,6 +88,12 @@ class TileSettings:
         return max(int(plane_shape[0]), int(plane_shape[1])) > self.threshold_px(input_side)
 
 
+def as_box(values: Sequence[float]) -> Box:
+    """``(r0, c0, r1, c1)`` as Python ints (from a tuple, list or array of four numbers)."""
+    r0, c0, r1, c1 = values
+    return (int(r0), int(c0), int(r1), int(c1))
+
+
 def as_tiling(tile: TileSettings | int | None) -> TileSettings | None:
     """Tile settings from an API or command-line value.
 

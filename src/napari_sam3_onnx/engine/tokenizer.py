@@ -149,12 +149,18 @@ class ClipTokenizer:
     @property
     def start_id(self) -> int:
         """Id of the start token (49406 for CLIP)."""
-        return int(self.tokenizer.token_to_id(START))
+        return self._special_id(START)
 
     @property
     def end_id(self) -> int:
         """Id of the end token (49407 for CLIP)."""
-        return int(self.tokenizer.token_to_id(END))
+        return self._special_id(END)
+
+    def _special_id(self, token: str) -> int:
+        token_id = self.tokenizer.token_to_id(token)
+        if token_id is None:
+            raise ValueError(f"this CLIP tokenizer has no {token} token")
+        return int(token_id)
 
     @staticmethod
     def clean(text: str) -> str:

@@ -59,7 +59,7 @@ def clicks(adapter, ref, img: np.ndarray, state: dict) -> list[dict]:
         pts_a = None if pts is None else np.asarray(pts, np.float32)
         labs_a = None if labs is None else np.asarray(labs, np.int32)
         box_a = None if box is None else np.asarray(box, np.float32)
-        mask_in = prev[None] if mask == "prev" else None
+        mask_in = prev[None] if mask == "prev" and prev is not None else None
         r = ref.predict_inst(state, pts_a, labs_a, box_a, mask_in)
         if prev is None:
             prev = r["low_res"]
@@ -185,7 +185,7 @@ def run(bundle: Path | str, model, parts: Sequence[str] = PARTS, log=print) -> d
         raise AssertionError(f"the bundle was recognised as {adapter.layout}, not nso-sam3")
     ref = Reference(model)
     img = test_image(0)
-    state = ref.set_image(img) if {"clicks", "concepts"} & set(parts) else None
+    state: dict = ref.set_image(img) if {"clicks", "concepts"} & set(parts) else {}
     result: dict = {"layout": adapter.layout, "seconds": {}}
     for part in parts:
         t0 = time.perf_counter()

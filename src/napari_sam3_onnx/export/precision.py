@@ -126,15 +126,16 @@ def _decisions(folder: Path) -> dict:
     texts = TextCache(adapter, ClipTokenizer.from_folder(folder))
     box = np.array([[0.47, 0.5, 0.3, 0.34]], np.float32)
     for phrase, boxes in (("cell", None), ("visual", box)):
-        det = adapter.detect(emb, texts.get(phrase), boxes, None if boxes is None else [1])
+        labels = None if boxes is None else np.array([1], np.int64)
+        det = adapter.detect(emb, texts.get(phrase), boxes, labels)
         keep = np.flatnonzero(det.scores > 0.5)
         out["concepts"].append({int(i): logits_to_mask(det.masks[i], img.shape[:2], 0.0)
                                 for i in keep})
     frames = np.stack([test_image(1, shift=(4.0 * i, 6.0 * i)) for i in range(5)])
     refs = [SliceRef(frames, (k,), rgb=True, source="precision") for k in range(5)]
-    res = propagate(adapter, SliceEncoder(adapter), refs, {1: Seed.clicks(2, [(518, 432)])},
+    run = propagate(adapter, SliceEncoder(adapter), refs, {1: Seed.clicks(2, [(518, 432)])},
                     stop_after_absent=None)
-    out["propagation"] = [res.objects[1].outputs[k].mask for k in range(5)]
+    out["propagation"] = [run.objects[1].outputs[k].mask for k in range(5)]
     adapter.close()
     return out
 

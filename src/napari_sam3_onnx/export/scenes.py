@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import numpy as np
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
+
+def _not_a_test(func: _F) -> _F:
+    """Mark a function named ``test_*`` as no pytest test (``__test__ = False``)."""
+    marked: Any = func
+    marked.__test__ = False
+    return func
+
+
+@_not_a_test
 def test_image(seed: int, size: int = 1008, shift: tuple[float, float] = (0.0, 0.0)
                ) -> np.ndarray:
     """A ``(size, size, 3)`` uint8 RGB scene: smooth background and a few bright blobs.
@@ -25,5 +38,3 @@ def test_image(seed: int, size: int = 1008, shift: tuple[float, float] = (0.0, 0
     img += rng.normal(0, 4, img.shape)
     return np.clip(img, 0, 255).astype(np.uint8)
 
-
-test_image.__test__ = False  # not a pytest test

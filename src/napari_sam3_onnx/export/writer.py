@@ -32,6 +32,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -117,7 +118,7 @@ DYNAMIC = {
     "memory_attention": {"memory_feats": {0: "num_memories"}, "memory_rows": {0: "num_memories"},
                          "pointers": {0: "num_pointers"}, "pointer_tpos": {0: "num_pointers"}},
 }
-WRAPPERS = {
+WRAPPERS: dict[str, type[torch.nn.Module]] = {
     "image_encoder": G.ImageEncoder,
     "language_encoder": G.LanguageEncoder,
     "concept_detector": G.ConceptDetector,
@@ -190,8 +191,9 @@ def _license_text() -> str:
     dist = metadata.distribution("sam3")
     for f in dist.files or []:
         if f.name.upper().startswith("LICENSE"):
-            return Path(dist.locate_file(f)).read_text(encoding="utf-8")
-    return dist.metadata.get("License", "SAM License (text not found in the sam3 package)")
+            return Path(str(dist.locate_file(f))).read_text(encoding="utf-8")
+    named = dist.metadata.get_all("License") or []
+    return named[0] if named else "SAM License (text not found in the sam3 package)"
 
 
 def write_bundle(
@@ -214,7 +216,8 @@ def write_bundle(
     for role in roles:
         timings[role] = export_graph(model, role, out / FILES[role])
         log(f"exported {role} in {timings[role]:.1f} s")
-    np.savez(out / CONSTANTS, **constants(model))
+    arrays: dict[str, Any] = constants(model)
+    np.savez(out / CONSTANTS, **arrays)
     shutil.copyfile(bpe_path, out / TOKENIZER)
     (out / LICENSE).write_text(_license_text(), encoding="utf-8")
     tr = model.inst_interactive_predictor.model

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -83,10 +84,10 @@ def build_pagarcia(
                 "keep_first_cond_frame": 0, "memory_temporal_stride_for_eval": 1,
                 "use_memory_selection": 0, "export_max_mem_frames": max_mem_frames or 7,
                 "export_max_obj_ptrs": max_obj_ptrs or 16}
+        arrays: dict[str, Any] = {k: np.array([v], np.int64) for k, v in ints.items()}
         np.savez(folder / f"video_constants{variant}.npz", no_mem_embed_bchw=no_mem,
                  current_vision_pos_embed=np.ascontiguousarray(pos, np.float32),
-                 mf_threshold=np.array([0.01], np.float32),
-                 **{k: np.array([v], np.int64) for k, v in ints.items()})
+                 mf_threshold=np.array([0.01], np.float32), **arrays)
     return folder
 
 

@@ -42,10 +42,10 @@ def build_raw_decoder(path: Path, geometry: TestGeometry, slots: int, pruned: bo
     if not pruned:
         b.input("original_height", "int64", [])
         b.input("original_width", "int64", [])
-    pos = None
     for i, size in enumerate(levels):
         if not pruned or i == 2:
-            pos = b.input(f"vision_pos_enc_{i}", "float32", [1, c, size, size])
+            b.input(f"vision_pos_enc_{i}", "float32", [1, c, size, size])
+    pos = "vision_pos_enc_2"  # the finest level's encoding, declared in both variants
     fpn0 = b.input("backbone_fpn_0", "float32", [1, c, levels[0], levels[0]])
     b.input("backbone_fpn_1", "float32", [1, c, levels[1], levels[1]])
     b.input("backbone_fpn_2", "float32", [1, c, levels[2], levels[2]])

@@ -1,0 +1,47 @@
+"""The import contracts hold at run time too, not only for import-linter's static graph."""
+
+import subprocess
+import sys
+
+# Importing the plugin's headless layers (and the command line) must not load the toy graphs:
+# the toy is a registry entry whose builder module is imported only when the toy is built.
+_CHECK = """
+import sys
+import napari_sam3_onnx.api, napari_sam3_onnx.cli
+import napari_sam3_onnx.engine, napari_sam3_onnx.models
+from napari_sam3_onnx.models.registry import get_bundle
+spec = get_bundle("toy")
+banned = ("napari_sam3_onnx.testing", "napari_sam3_onnx.export")
+loaded = sorted(m for m in sys.modules if m.startswith(banned))
+print(repr(spec.builder))
+print(",".join(loaded) or "-")
+"""
+
+
+def test_production_imports_load_neither_testing_nor_export():
+    out = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    assert out[0] == "'napari_sam3_onnx.testing.toy_bundle'"  # found through the registry
+    assert out[1] == "-"
+
+
+
+_NO_ONNX = """
+import sys
+sys.modules["onnx"] = None  # as if the 'onnx' package were not installed
+from napari_sam3_onnx.models.errors import Sam3OnnxError
+from napari_sam3_onnx.models.local_bundles import build_local_bundle
+from napari_sam3_onnx.models.registry import get_bundle
+try:
+    build_local_bundle(get_bundle("toy"), root=sys.argv[1])
+except Sam3OnnxError as exc:
+    print(exc)
+"""
+
+
+def test_the_toy_without_onnx_says_what_to_install(tmp_path):
+    out = subprocess.run([sys.executable, "-c", _NO_ONNX, str(tmp_path)], capture_output=True,
+                         text=True, check=True).stdout
+    assert "built with the 'onnx' package, which is not installed" in out
+    assert "pip install 'napari-sam3-onnx[toy]'" in out
+    assert not any(tmp_path.iterdir())  # nothing half-built left behind
