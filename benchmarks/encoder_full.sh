@@ -10,7 +10,7 @@
 # Needs the export environment (docs/export.md). Peak ~11.6 GB while exporting; run nothing
 # else heavy meanwhile. The gate runs the engine on both bundles (~20 full encodes).
 # Usage: bash benchmarks/encoder_full.sh OUT BPE [encoder.py options, e.g. --reps 5]
-# Env:   PY (the export venv's python), SKIP_GATE=1 (write the variants with --keep-failed)
+# Env:   PY (the export venv's python), SKIP_GATE=1 (write the variants ungated; gate later with export.gate)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?output folder}; BPE=${2:?bpe_simple_vocab_16e6.txt.gz}; shift 2
@@ -26,7 +26,7 @@ if [ ! -f "$OUT/fullbundle/manifest.json" ]; then
   "${T[@]}" "$PY" -W ignore -m napari_sam3_onnx.export --out "$OUT/fullbundle" --bpe "$BPE" \
     --random-full
 fi
-KEEP=(); [ "${SKIP_GATE:-0}" = 1 ] && KEEP=(--keep-failed)
+KEEP=(); [ "${SKIP_GATE:-0}" = 1 ] && KEEP=(--skip-gate)
 for v in int8 fp16; do
   if [ ! -f "$OUT/fullbundle-$v/manifest.json" ]; then
     "${T[@]}" "$PY" -m napari_sam3_onnx.export.precision "$OUT/fullbundle" \

@@ -159,8 +159,9 @@ class ModelPanel(QWidget):
             note = "<br>Text only: this bundle has no click or box decoder; use the Text tab."
         if self.toy:
             note += f"<br><b style='color:orange'>{TOY_NOTE}</b>"
-        self.info.setText(f"{adapter.layout}: {h} x {w} input, device {self.device.currentText()}"
-                          f"{note}")
+        weights = "" if adapter.precision is None else f", weights {adapter.precision}"
+        self.info.setText(f"{adapter.layout}: {h} x {w} input{weights}, device "
+                          f"{self.device.currentText()}{note}")
         model_id = (str(folder.resolve()), adapter.layout)
         self._on_encoder(SliceEncoder(adapter, model_id=model_id), texts)
         self.loaded.emit()

@@ -15,10 +15,15 @@ Each output's relative error (L2 of the difference / L2 of fp32) is reported bes
 decisions: the encoder features, click logits, detection scores and masks, tracked logits.
 
 Needs ``onnxruntime`` and the plugin's engine only (no torch).
+Usage: ``python -m napari_sam3_onnx.export.gate FP32_BUNDLE VARIANT_BUNDLE [--json OUT]``
+(exit 1 when the variant fails; the variant is never changed).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -140,3 +145,22 @@ def compare(fp32: Path | str | dict, other: Path | str | dict, gates: dict | Non
                         "propagation_min_iou": min(prop),
                         "feature_max_rel_error": max(features.values())},
             "checks": checks, "gates": g, "passed": all(checks.values())}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: gate an existing variant against its fp32 bundle, print the result."""
+    p = argparse.ArgumentParser(prog="python -m napari_sam3_onnx.export.gate")
+    p.add_argument("fp32", type=Path)
+    p.add_argument("variant", type=Path)
+    p.add_argument("--json", type=Path, help="also write the result here")
+    args = p.parse_args(argv)
+    result = compare(args.fp32, args.variant)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json is not None:
+        args.json.write_text(text + "\n", encoding="utf-8")
+    return 0 if result["passed"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

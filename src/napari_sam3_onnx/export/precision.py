@@ -145,6 +145,9 @@ def add_precision_arguments(p: argparse.ArgumentParser, default: str = "fp32") -
                    help="int8: comma-separated node-name fragments kept fp32 "
                         "(default: /resizer/)")
     p.add_argument("--keep-failed", action="store_true", help="keep a bundle that fails the gate")
+    p.add_argument("--skip-gate", action="store_true",
+                   help="write the variant ungated (manifest: decision_gate 'not run'); "
+                        "gate it later with python -m napari_sam3_onnx.export.gate")
     p.add_argument("--fp32-out", type=Path, default=None,
                    help="exporter only: keep the fp32 reference bundle here")
 
@@ -159,6 +162,11 @@ def run_precision(args: argparse.Namespace, fp32: Path, out: Path) -> int:
             f for f in args.int8_exclude.split(",") if f]
         manifest = to_int8(fp32, out, graphs, method=args.int8_method,
                            last_blocks=args.int8_last_blocks, exclude=exclude)
+    if getattr(args, "skip_gate", False):
+        manifest["decision_gate"] = "not run"
+        write_manifest(out, manifest, rehash=False)
+        print(f"wrote {out} ungated: python -m napari_sam3_onnx.export.gate {fp32} {out}")
+        return 0
     result = compare(fp32, out)
     size = {k: sum(f["bytes"] for f in m["files"].values())
             for k, m in (("fp32", read_manifest(fp32)), ("out", manifest))}

@@ -118,7 +118,9 @@ class NsoAdapter(SamAdapter):
         name = CONSTANTS
         manifest = folder / "manifest.json"
         if manifest.is_file():
-            name = json.loads(manifest.read_text(encoding="utf-8")).get("constants", CONSTANTS)
+            meta = json.loads(manifest.read_text(encoding="utf-8"))
+            name = meta.get("constants", CONSTANTS)
+            self.precision = meta.get("precision")
         path = folder / name
         if not path.is_file():
             raise ModelFileMissingError(path, "The nso-sam3 bundle keeps no_mem_embed (needed "
