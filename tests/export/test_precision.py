@@ -77,6 +77,9 @@ def test_int8_passes_the_gate_and_is_smaller(bundle, fp32_decisions, int8):
 
     out, manifest, dec = int8
     result = compare(fp32_decisions, dec)
+    print("int8 gate (reduced):", json.dumps({**result["summary"], "concepts": [
+        {k: c[k] for k in ("prompt", "kept_fp32", "kept_other", "min_mask_iou",
+                           "max_score_change")} for c in result["concepts"]]}))
     assert result["passed"], result["summary"] | result["checks"]
     assert len(result["clicks"]) == len(CLICK_PROMPTS) >= 8
     assert len(result["propagation_mask_iou"]) == PROPAGATION_SLICES == 8

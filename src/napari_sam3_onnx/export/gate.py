@@ -15,8 +15,8 @@ Each output's relative error (L2 of the difference / L2 of fp32) is reported bes
 decisions: the encoder features, click logits, detection scores and masks, tracked logits.
 
 Needs ``onnxruntime`` and the plugin's engine only (no torch).
-Usage: ``python -m napari_sam3_onnx.export.gate FP32_BUNDLE VARIANT_BUNDLE [--json OUT]``
-(exit 1 when the variant fails; the variant is never changed).
+Usage: ``python -m napari_sam3_onnx.export.gate FP32_BUNDLE VARIANT [VARIANT ...] [--json OUT]``
+(fp32 decisions made once; exit 1 when a variant fails; variants are never changed).
 """
 
 from __future__ import annotations
@@ -148,18 +148,21 @@ def compare(fp32: Path | str | dict, other: Path | str | dict, gates: dict | Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: gate an existing variant against its fp32 bundle, print the result."""
+    """Command line: gate existing variants against their fp32 bundle, print the results."""
     p = argparse.ArgumentParser(prog="python -m napari_sam3_onnx.export.gate")
     p.add_argument("fp32", type=Path)
-    p.add_argument("variant", type=Path)
-    p.add_argument("--json", type=Path, help="also write the result here")
+    p.add_argument("variants", type=Path, nargs="+")
+    p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
-    result = compare(args.fp32, args.variant)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json is not None:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    return 0 if result["passed"] else 1
+    reference = decisions(args.fp32)
+    results = {}
+    for variant in args.variants:
+        results[str(variant)] = r = compare(reference, variant)
+        print(json.dumps({"variant": str(variant), "passed": r["passed"], **r["summary"],
+                          "checks": r["checks"]}), flush=True)
+        if args.json is not None:
+            args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0 if all(r["passed"] for r in results.values()) else 1
 
 
 if __name__ == "__main__":
