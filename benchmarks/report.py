@@ -131,5 +131,7 @@ def write_json(rows: list[Row], args: dict, folder: Path, path: Path | None = No
         path = folder / f"{env['host']}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"environment": env, "args": args, "rows": [asdict(r) for r in rows]}
-    path.write_text(json.dumps(doc, indent=1, default=str))
+    tmp = path.with_name(path.name + ".tmp")  # rewritten after every row: replace atomically
+    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    tmp.replace(path)
     return path

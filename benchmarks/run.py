@@ -79,31 +79,47 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def engine_rows(bundle, stack, args, first_provider: bool, bundle_reps: bool) -> list[Row]:
-    """Every engine case on one opened bundle."""
+def engine_rows(bundle, stack, args, first_provider: bool, bundle_reps: bool,
+                emit=None) -> list[Row]:
+    """Every engine case on one opened bundle; ``emit(row)`` is called as each is measured."""
     reps = min(args.reps, 3) if bundle_reps else args.reps
     stack_reps = min(args.stack_reps, 2) if bundle_reps else args.stack_reps
     n = args.slices
-    rows = []
-    enc_row, emb = cases_engine.encode(bundle, stack, reps)
-    rows.append(enc_row)
-    if first_provider:
-        rows.append(cases_memory.memory_row(bundle, emb))
-    if (row := cases_engine.click_engine(bundle, stack, emb, reps)) is not None:
+    rows: list[Row] = []
+
+    def add(row: Row | None) -> None:
+        if row is None:
+            return
         rows.append(row)
+        if emit is not None:
+            emit(row)
+
+    def step(case: str) -> None:
+        if emit is not None:
+            print(f"  ... {case} on {bundle.name}", flush=True)
+
+    step("encode")
+    enc_row, emb = cases_engine.encode(bundle, stack, reps)
+    add(enc_row)
+    if first_provider:
+        step("memory/plane")
+        add(cases_memory.memory_row(bundle, emb))
+    step("click-engine")
+    add(cases_engine.click_engine(bundle, stack, emb, reps))
     if not bundle.test_graphs or bundle.name in TEXT_LAYOUTS:
+        step("text-stack")
         if (row := cases_engine.text_stack(bundle, stack, n, stack_reps)) is not None:
-            rows.append(row)
+            add(row)
         elif bundle.adapter.has(Capability.TEXT):
-            rows.append(Row("text-stack", bundle.name, status="skipped",
-                            note="no tokenizer file (bpe_simple_vocab_16e6.txt.gz, "
-                                 "tokenizer.json or merges.txt) in the bundle folder"))
+            add(Row("text-stack", bundle.name, status="skipped",
+                    note="no tokenizer file (bpe_simple_vocab_16e6.txt.gz, "
+                         "tokenizer.json or merges.txt) in the bundle folder"))
     if not bundle.test_graphs or bundle.name in PROPAGATION_LAYOUTS:
-        if (row := cases_engine.propagation(bundle, stack, n, stack_reps)) is not None:
-            rows.append(row)
+        step("propagation")
+        add(cases_engine.propagation(bundle, stack, n, stack_reps))
     if not bundle.test_graphs or bundle.name == MEMORY_LAYOUT:
-        if (row := cases_engine.propagation_memory(bundle, stack, n)) is not None:
-            rows.append(row)
+        step("propagation-memory")
+        add(cases_engine.propagation_memory(bundle, stack, n))
     return rows
 
 
@@ -138,22 +154,39 @@ def main(argv: list[str] | None = None) -> int:
     n_planes = max(2 * args.slices, 2)
     stack = make_stack(n_planes, args.shape)
     rows: list[Row] = []
+    argd = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    json_path = args.json or RESULTS / (
+        f"{environment()['host']}-{time.strftime('%Y%m%d-%H%M%S')}.json")
+
+    def emit(row: Row) -> None:
+        """Print the row as soon as it is measured; rewrite the JSON (a killed run keeps it)."""
+        rows.append(row)
+        print(f"[{time.perf_counter() - t0:6.0f} s] " + table([row]).splitlines()[-1],
+              flush=True)
+        write_json(rows, {**argd, "complete": False}, RESULTS, json_path)
+
     with tempfile.TemporaryDirectory(prefix="sam3-bench-") as tmp:
         folders: list[tuple[str, Path, bool]] = []
         if not args.only_bundles:
             built = build_test_bundles(Path(tmp), args.geometry)
             folders += [(name, folder, True) for name, folder in built.items()]
         folders += [(b.name, b.resolve(), False) for b in args.bundle]
-        for i, provider in enumerate(provider_sweep(args.providers)):
-            for name, folder, test in folders:
+        providers = list(provider_sweep(args.providers))
+        total = len(providers) * len(folders)
+        for i, provider in enumerate(providers):
+            for j, (name, folder, test) in enumerate(folders):
+                print(f"[{time.perf_counter() - t0:6.0f} s] bundle {i * len(folders) + j + 1}"
+                      f"/{total}: {name} ({provider})", flush=True)
                 bundle = open_one(name, folder, provider, args.geometry if test else "real",
                                   test, args.threads)
                 try:
-                    rows += engine_rows(bundle, stack, args, i == 0, bundle_reps=not test)
+                    engine_rows(bundle, stack, args, i == 0, bundle_reps=not test, emit=emit)
                 finally:
                     bundle.adapter.close()
         if not args.no_gui:
-            rows += gui_rows(args, [b.resolve() for b in args.bundle])
+            print(f"[{time.perf_counter() - t0:6.0f} s] GUI cases (child process)", flush=True)
+            for row in gui_rows(args, [b.resolve() for b in args.bundle]):
+                emit(row)
     elapsed = time.perf_counter() - t0
     env = environment()
     load = env["loadavg_1_5_15"]
@@ -163,8 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.shape[1]} uint16, N={args.slices}, {args.reps}/{args.stack_reps} reps")
     print(head)
     print(table(rows))
-    path = write_json(rows, {k: (str(v) if isinstance(v, Path) else v)
-                             for k, v in vars(args).items()}, RESULTS, args.json)
+    path = write_json(rows, {**argd, "complete": True}, RESULTS, json_path)
     if args.markdown is not None:
         args.markdown.write_text(f"{head}\n\n{table(rows, markdown=True)}\n")
     print(f"\n{len(rows)} rows in {elapsed:.1f} s; JSON: {path}")

@@ -163,3 +163,23 @@ def test_fp16_storage_halves_large_weights_and_keeps_fp32_compute(tmp_path):
            for n in ("fp32", "fp16")}
     assert run["fp16"].dtype == np.float32
     np.testing.assert_allclose(run["fp16"], run["fp32"], rtol=2e-3, atol=2e-2)
+
+
+def test_precision_comes_from_the_manifest(tmp_path):
+    import json
+
+    from napari_sam3_onnx.engine.store_keys import BundleTag
+    from napari_sam3_onnx.testing.nso import build_nso
+
+    fp32 = build_nso(tmp_path / "fp32", concepts=False)
+    int8 = build_nso(tmp_path / "int8", concepts=False)
+    meta = json.loads((int8 / "manifest.json").read_text())
+    meta["precision"] = "int8 (dynamic) in image_encoder; fp32 elsewhere"
+    (int8 / "manifest.json").write_text(json.dumps(meta))
+    assert open_bundle(fp32).precision == "fp32"
+    assert open_bundle(int8).precision.startswith("int8 (dynamic)")
+    # the embedding store keys by the weight files: a variant's are other files (sizes)
+    with open(int8 / "image_encoder.onnx", "ab") as f:
+        f.write(b"\0" * 16)
+    assert BundleTag.for_folder(fp32, "nso-sam3").weights != BundleTag.for_folder(
+        int8, "nso-sam3").weights

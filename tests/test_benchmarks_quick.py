@@ -40,3 +40,8 @@ def test_quick_benchmark_writes_every_case(tmp_path):
     assert len(layouts) == 8
     assert "| case |" in md.read_text()
     assert "ratio" in proc.stdout
+    # rows stream out as they are measured, with progress, and the JSON says it finished
+    assert doc["args"]["complete"] is True
+    progress = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert any("bundle 1/" in line for line in progress)
+    assert sum(" encode " in f" {line} " for line in progress) == len(layouts)

@@ -64,6 +64,7 @@ def build_model(
     checkpoint: Path | str | None = None,
     *,
     seed: int = 0,
+    reduced: bool | None = None,
 ) -> torch.nn.Module:
     """Meta's ``Sam3Image`` with its tracker (``model.inst_interactive_predictor.model``).
 
@@ -74,18 +75,22 @@ def build_model(
     checkpoint : Path or str, optional
         A SAM 3 checkpoint (``sam3.pt``): full depth, its weights. None: reduced depth with
         random weights seeded by ``seed``.
+    reduced : bool, optional
+        Without a checkpoint: False builds the **full-depth** architecture with random weights
+        (real sizes and cost, for speed/memory measurements and the precision gate); default
+        True. Ignored with a checkpoint.
     """
     import sam3.model_builder as mb
 
     torch.manual_seed(seed)
-    reduced = checkpoint is None
+    reduced = checkpoint is None and (reduced is None or reduced)
     with cpu_host(), (_reduced_constructors() if reduced else contextlib.nullcontext()):
         model = mb.build_sam3_image_model(
             bpe_path=str(bpe_path), device="cpu", eval_mode=True,
             checkpoint_path=None if checkpoint is None else str(checkpoint),
             load_from_HF=False, enable_segmentation=True, enable_inst_interactivity=True,
         )
-    if reduced:
+    if checkpoint is None:
         _init_empty_parameters(model)
     model.eval()
     model.reduced_depth = reduced  # type: ignore[attr-defined]

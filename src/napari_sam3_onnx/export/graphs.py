@@ -32,6 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import attend
+
 SCALP_LEVELS = 3  # the VL backbone drops the 4th (36 x 36) level (scalp=1)
 
 
@@ -287,6 +289,8 @@ class MemoryAttention(nn.Module):
     """
 
     outputs = ("conditioned_feat",)
+    #: Trace attention as the fused contrib operator (set by ``attention.fused_attention``).
+    fused_attention = False
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -318,7 +322,7 @@ class MemoryAttention(nn.Module):
         q = _rotate(self._heads(att.q_proj(x), h), self.cos, self.sin)
         k = _rotate(self._heads(att.k_proj(x), h), self.cos, self.sin)
         v = self._heads(att.v_proj(x), h)
-        out = F.scaled_dot_product_attention(q, k, v)
+        out = attend(q, k, v, self.fused_attention)
         b, _, t, _ = out.shape
         return att.out_proj(out.transpose(1, 2).reshape(b, t, -1))
 
@@ -331,7 +335,7 @@ class MemoryAttention(nn.Module):
         ks = _rotate(ks.reshape(b, h, -1, n_tok, d), self.cos, self.sin).reshape(b, h, -1, d)
         k = torch.cat([ks, self._heads(att.k_proj(ptr_k), h)], dim=2)
         v = torch.cat([self._heads(att.v_proj(mem), h), self._heads(att.v_proj(ptr), h)], dim=2)
-        out = F.scaled_dot_product_attention(q, k, v)
+        out = attend(q, k, v, self.fused_attention)
         return att.out_proj(out.transpose(1, 2).reshape(b, x.shape[1], -1))
 
     def forward(self, trk_feat_2, memory_feats, memory_rows, pointers, pointer_tpos):  # noqa: D102

@@ -1,4 +1,4 @@
-"""fp16 variants of an ``nso-sam3`` bundle, gated by a decision-level comparison with fp32.
+"""fp16 and int8 variants of an ``nso-sam3`` bundle, gated by a decision-level comparison.
 
 ``to_fp16`` stores the weights of the big graphs (by default the image and language encoders,
 ~90 % of the bytes) as float16; graph inputs and outputs stay float32, so the adapter and the
@@ -10,13 +10,18 @@ engine are unchanged, and the prompt graphs stay fp32. Two modes:
   CPU lacks fast fp16 kernels, so fp16 compute is ~2.8x slower there);
 * ``compute``: onnxruntime's ``convert_float_to_float16`` (``keep_io_types``): fp16 arithmetic,
   for execution providers with fp16 kernels (GPU).
- ``compare`` then runs the same scenes and prompts through the plugin's engine
-on both bundles and compares **decisions**: the candidate chosen for each click/box prompt and
-its mask, the detections kept at 0.5 and their masks, the propagated masks. A precision change
-is judged by these, not by tensor differences (model-contracts section 15).
+
+``int8`` (:func:`to_int8`, :mod:`.quantize`): the encoders' linear layers in int8, the
+sensitive ones (``--int8-last-blocks``, ``--int8-exclude``) kept fp32.
+
+:func:`.gate.compare` then runs the same scenes and prompts through the plugin's engine on both
+bundles and compares **decisions** (candidates, masks, kept detections, tracked masks); a
+precision change is judged by these, not by tensor differences (model-contracts section 15).
+A variant that fails is removed unless ``--keep-failed``.
 
 Needs ``onnx`` and ``onnxruntime`` only (no torch).
-Usage: ``python -m napari_sam3_onnx.export.precision FP32_BUNDLE OUT_BUNDLE [--graphs ...]``.
+Usage: ``python -m napari_sam3_onnx.export.precision FP32_BUNDLE OUT_BUNDLE
+[--precision fp16|int8] [--graphs ...]``.
 """
 
 from __future__ import annotations
@@ -29,10 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .gate import GATES, compare  # noqa: F401  (the gate lives in .gate)
+from .manifest import read_manifest, write_manifest
+
 DEFAULT_GRAPHS = ("image_encoder", "language_encoder")
-#: Decision gates (fp16 against fp32 on the same prompts).
-GATES = {"click_mask_iou_min": 0.98, "concept_f1_min": 0.95, "concept_mask_iou_min": 0.95,
-         "propagation_mask_iou_min": 0.98}
+PRECISIONS = ("fp32", "fp16", "int8")
 
 
 #: Initializers smaller than this stay float32 in ``storage`` mode (biases, norms: no gain).
@@ -73,10 +79,8 @@ def to_fp16(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
     if mode not in ("storage", "compute"):
         raise ValueError(f"mode must be 'storage' or 'compute', not {mode!r}")
 
-    from .writer import MANIFEST, sha256
-
     src, dst = Path(src), Path(dst)
-    manifest = json.loads((src / MANIFEST).read_text(encoding="utf-8"))
+    manifest = read_manifest(src)
     dst.mkdir(parents=True, exist_ok=True)
     converted = {manifest["graphs"][r] for r in graphs}
     for name in manifest["files"]:
@@ -91,76 +95,90 @@ def to_fp16(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
                              " in " + ", ".join(graphs) + "; fp32 elsewhere")
     manifest["fp16_graphs"] = list(graphs)
     manifest["fp16_mode"] = mode
-    manifest["files"] = {n: {"sha256": sha256(dst / n), "bytes": (dst / n).stat().st_size}
-                         for n in manifest["files"]}
-    (dst / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    write_manifest(dst, manifest)
     return manifest
 
 
-def _iou(a: np.ndarray, b: np.ndarray) -> float:
-    union = np.logical_or(a, b).sum()
-    return 1.0 if union == 0 else float(np.logical_and(a, b).sum() / union)
+def to_int8(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GRAPHS, *,
+            method: str = "dynamic", last_blocks: int = 0,
+            exclude: Sequence[str] | None = None) -> dict:
+    """Copy bundle ``src`` to ``dst`` with the linear layers of ``graphs`` in int8.
+
+    ``method``, ``last_blocks`` and ``exclude``: see :func:`.quantize.quantize_graph`. Graph
+    inputs and outputs stay float32. Returns the new manifest (``int8`` records what was done).
+    """
+    from .quantize import DEFAULT_EXCLUDE, quantize_graph
+    src, dst = Path(src), Path(dst)
+    manifest = read_manifest(src)
+    dst.mkdir(parents=True, exist_ok=True)
+    converted = {manifest["graphs"][r]: r for r in graphs}
+    for name in manifest["files"]:
+        if name not in converted:
+            shutil.copyfile(src / name, dst / name)
+    done = {}
+    for name, role in sorted(converted.items()):
+        done[role] = quantize_graph(src / name, dst / name, method=method,
+                                    last_blocks=last_blocks,
+                                    exclude=DEFAULT_EXCLUDE if exclude is None else exclude,
+                                    embeddings=role == "language_encoder")
+    manifest["precision"] = f"int8 ({method}) in " + ", ".join(graphs) + "; fp32 elsewhere"
+    manifest["int8"] = {"method": method, "last_blocks_fp32": last_blocks,
+                        "exclude": list(DEFAULT_EXCLUDE if exclude is None else exclude),
+                        "graphs": {r: {k: v for k, v in d.items() if k != "kept_fp32_nodes"}
+                                   for r, d in done.items()}}
+    write_manifest(dst, manifest)
+    return manifest
 
 
-def _decisions(folder: Path) -> dict:
-    """Every decision the engine makes on the fixed scenes with one bundle."""
-    from ..engine.concepts import TextCache
-    from ..engine.encoding import SliceEncoder, SliceRef
-    from ..engine.interactive import Prompt, segment
-    from ..engine.postprocess import logits_to_mask
-    from ..engine.propagation import propagate
-    from ..engine.propagation_types import Seed
-    from ..engine.tokenizer import ClipTokenizer
-    from ..models.bundle import open_bundle
-    from .scenes import test_image
-
-    adapter = open_bundle(folder)
-    img = test_image(0)
-    emb = adapter.encode(img)
-    out: dict = {"clicks": [], "concepts": [], "propagation": []}
-    for pts, labs, box in ([[(510, 420)], [1], None], [[(510, 420), (260, 700)], [1, 0], None],
-                           [[], [], (350, 300, 720, 640)]):
-        res = segment(adapter, emb, Prompt.clicks(np.asarray(pts, float).reshape(-1, 2), labs,
-                                                  box))
-        out["clicks"].append((res.candidate, res.mask))
-    texts = TextCache(adapter, ClipTokenizer.from_folder(folder))
-    box = np.array([[0.47, 0.5, 0.3, 0.34]], np.float32)
-    for phrase, boxes in (("cell", None), ("visual", box)):
-        labels = None if boxes is None else np.array([1], np.int64)
-        det = adapter.detect(emb, texts.get(phrase), boxes, labels)
-        keep = np.flatnonzero(det.scores > 0.5)
-        out["concepts"].append({int(i): logits_to_mask(det.masks[i], img.shape[:2], 0.0)
-                                for i in keep})
-    frames = np.stack([test_image(1, shift=(4.0 * i, 6.0 * i)) for i in range(5)])
-    refs = [SliceRef(frames, (k,), rgb=True, source="precision") for k in range(5)]
-    run = propagate(adapter, SliceEncoder(adapter), refs, {1: Seed.clicks(2, [(518, 432)])},
-                    stop_after_absent=None)
-    out["propagation"] = [run.objects[1].outputs[k].mask for k in range(5)]
-    adapter.close()
-    return out
+def add_precision_arguments(p: argparse.ArgumentParser, default: str = "fp32") -> None:
+    """The variant options shared by this command and the exporter's."""
+    p.add_argument("--precision", choices=PRECISIONS, default=default,
+                   help="fp16 / int8 variant of the encoders, gated against fp32")
+    p.add_argument("--graphs", default=",".join(DEFAULT_GRAPHS),
+                   help="manifest roles to convert (comma separated)")
+    p.add_argument("--mode", choices=("storage", "compute"), default="storage",
+                   help="fp16: fp16 weights with fp32 compute, or fp16 compute")
+    p.add_argument("--int8-method", choices=("dynamic", "weight-only"), default="dynamic")
+    p.add_argument("--int8-last-blocks", type=int, default=0,
+                   help="int8: keep the last N transformer blocks of each graph fp32")
+    p.add_argument("--int8-exclude", default=None,
+                   help="int8: comma-separated node-name fragments kept fp32 "
+                        "(default: /resizer/)")
+    p.add_argument("--keep-failed", action="store_true", help="keep a bundle that fails the gate")
+    p.add_argument("--skip-gate", action="store_true",
+                   help="write the variant ungated (manifest: decision_gate 'not run'); "
+                        "gate it later with python -m napari_sam3_onnx.export.gate")
+    p.add_argument("--fp32-out", type=Path, default=None,
+                   help="exporter only: keep the fp32 reference bundle here")
 
 
-def compare(fp32: Path | str, other: Path | str) -> dict:
-    """Decision-level comparison of two bundles; returns measurements and ``passed``."""
-    a, b = _decisions(Path(fp32)), _decisions(Path(other))
-    clicks = [{"same_candidate": ca == cb, "mask_iou": _iou(ma, mb)}
-              for (ca, ma), (cb, mb) in zip(a["clicks"], b["clicks"], strict=True)]
-    concepts = []
-    for da, db in zip(a["concepts"], b["concepts"], strict=True):
-        both = set(da) & set(db)
-        f1 = 1.0 if not da and not db else 2 * len(both) / (len(da) + len(db))
-        ious = [_iou(da[i], db[i]) for i in sorted(both)]
-        concepts.append({"kept_fp32": len(da), "kept_other": len(db), "f1": f1,
-                         "min_mask_iou": min(ious) if ious else 1.0})
-    prop = [_iou(x, y) for x, y in zip(a["propagation"], b["propagation"], strict=True)]
-    g = GATES
-    passed = (all(c["same_candidate"] and c["mask_iou"] >= g["click_mask_iou_min"]
-                  for c in clicks)
-              and all(c["f1"] >= g["concept_f1_min"]
-                      and c["min_mask_iou"] >= g["concept_mask_iou_min"] for c in concepts)
-              and min(prop) >= g["propagation_mask_iou_min"])
-    return {"clicks": clicks, "concepts": concepts, "propagation_mask_iou": prop,
-            "gates": g, "passed": bool(passed)}
+def run_precision(args: argparse.Namespace, fp32: Path, out: Path) -> int:
+    """Convert ``fp32`` to ``out`` as ``args`` say, gate it, report; 1 (removed) if gated out."""
+    graphs = [g for g in args.graphs.split(",") if g]
+    if args.precision == "fp16":
+        manifest = to_fp16(fp32, out, graphs, args.mode)
+    else:
+        exclude = None if args.int8_exclude is None else [
+            f for f in args.int8_exclude.split(",") if f]
+        manifest = to_int8(fp32, out, graphs, method=args.int8_method,
+                           last_blocks=args.int8_last_blocks, exclude=exclude)
+    if getattr(args, "skip_gate", False):
+        manifest["decision_gate"] = "not run"
+        write_manifest(out, manifest, rehash=False)
+        print(f"wrote {out} ungated: python -m napari_sam3_onnx.export.gate {fp32} {out}")
+        return 0
+    result = compare(fp32, out)
+    size = {k: sum(f["bytes"] for f in m["files"].values())
+            for k, m in (("fp32", read_manifest(fp32)), ("out", manifest))}
+    result["bytes"] = size
+    manifest["decision_gate"] = result
+    write_manifest(out, manifest, rehash=False)
+    print(json.dumps(result, indent=2))
+    if not result["passed"] and not args.keep_failed:
+        shutil.rmtree(out)
+        print(f"gated out: the {args.precision} bundle was removed "
+              "(use --keep-failed to keep it)")
+    return 0 if result["passed"] else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -168,24 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m napari_sam3_onnx.export.precision")
     p.add_argument("fp32", type=Path)
     p.add_argument("out", type=Path)
-    p.add_argument("--graphs", default=",".join(DEFAULT_GRAPHS))
-    p.add_argument("--mode", choices=("storage", "compute"), default="storage")
-    p.add_argument("--keep-failed", action="store_true", help="keep a bundle that fails the gate")
+    add_precision_arguments(p, default="fp16")
     args = p.parse_args(argv)
-    manifest = to_fp16(args.fp32, args.out, [g for g in args.graphs.split(",") if g],
-                       args.mode)
-    result = compare(args.fp32, args.out)
-    size = {k: sum(f["bytes"] for f in m["files"].values()) for k, m in (
-        ("fp32", json.loads((args.fp32 / "manifest.json").read_text())), ("out", manifest))}
-    result["bytes"] = size
-    manifest["decision_gate"] = result
-    (args.out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n",
-                                            encoding="utf-8")
-    print(json.dumps(result, indent=2))
-    if not result["passed"] and not args.keep_failed:
-        shutil.rmtree(args.out)
-        print("gated out: the fp16 bundle was removed (use --keep-failed to keep it)")
-    return 0 if result["passed"] else 1
+    if args.out.exists() and any(args.out.iterdir()):
+        p.error(f"{args.out} exists and is not empty: name a new folder")
+    return run_precision(args, args.fp32, args.out)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ Usage: ``python -m napari_sam3_onnx.export --out DIR --bpe bpe_simple_vocab_16e6
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import sys
@@ -39,6 +38,9 @@ import torch
 
 from . import LAYOUT, LAYOUT_VERSION
 from . import graphs as G
+from .attention import CUSTOM_OPSETS, fused_attention
+from .manifest import MANIFEST, sha256
+from .precision import add_precision_arguments, run_precision
 from .torch_env import cpu_host
 
 OPSET = 17
@@ -55,10 +57,11 @@ FILES = {
 #: (``exemplar_padding = True``), which leaves the result unchanged (the parity test holds
 #: a 1-box PyTorch run against 1 live + 15 masked slots).
 EXEMPLAR_SLOTS = 16
+#: Graphs whose attention is exported as the fused contrib operator (``--attention fused``).
+FUSED_ROLES = ("image_encoder", "memory_attention")
 CONSTANTS = "constants.npz"
 TOKENIZER = "bpe_simple_vocab_16e6.txt.gz"
 LICENSE = "LICENSE-SAM.txt"
-MANIFEST = "manifest.json"
 LICENSE_NOTE = (
     "The weights in these files are Meta's SAM 3 (sam3 package / checkpoint) and are licensed "
     "under the SAM License in LICENSE-SAM.txt, which must travel with every copy of the files. "
@@ -128,17 +131,13 @@ WRAPPERS: dict[str, type[torch.nn.Module]] = {
 }
 
 
-def sha256(path: Path) -> str:
-    """Hex SHA-256 of a file."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def export_graph(model: torch.nn.Module, role: str, path: Path, *,
+                 fused: bool = True) -> float:
+    """Trace one wrapper and write it (TorchScript-based exporter, fp32); returns seconds.
 
-
-def export_graph(model: torch.nn.Module, role: str, path: Path) -> float:
-    """Trace one wrapper and write it (TorchScript-based exporter, fp32); returns seconds."""
+    ``fused``: attention as onnxruntime's fused ``com.microsoft.MultiHeadAttention`` (image
+    encoder and memory attention; :mod:`.attention`), else op by op.
+    """
     wrapper = WRAPPERS[role](model).eval()
     args = _example_inputs(model)[role]
     t0 = time.perf_counter()
@@ -147,12 +146,14 @@ def export_graph(model: torch.nn.Module, role: str, path: Path) -> float:
     # the exporter maps op by op, not its fused inference "fast path" (same values).
     torch.backends.mha.set_fastpath_enabled(False)
     try:
-        with torch.no_grad(), cpu_host(), warnings.catch_warnings():
+        with (torch.no_grad(), cpu_host(), warnings.catch_warnings(),
+              fused_attention(wrapper, fused)):
             warnings.simplefilter("ignore")
             torch.onnx.export(
                 wrapper, args, str(path), dynamo=False, opset_version=OPSET,
                 input_names=INPUT_NAMES[role], output_names=list(wrapper.outputs),
                 dynamic_axes=DYNAMIC.get(role), do_constant_folding=True,
+                custom_opsets=CUSTOM_OPSETS if fused and role in FUSED_ROLES else None,
             )
     finally:
         torch.backends.mha.set_fastpath_enabled(fastpath)
@@ -203,10 +204,12 @@ def write_bundle(
     *,
     source: dict | None = None,
     roles: Sequence[str] = tuple(FILES),
+    fused: bool = True,
     log=print,
 ) -> dict:
     """Export every graph of ``model`` into ``out`` and write constants and manifest.
 
+    ``fused``: attention as the fused contrib operator (see :func:`export_graph`).
     Returns the manifest (also written to ``out/manifest.json``).
     """
     out = Path(out)
@@ -214,7 +217,8 @@ def write_bundle(
     G.check_memory_attention_config(model)
     timings = {}
     for role in roles:
-        timings[role] = export_graph(model, role, out / FILES[role])
+        timings[role] = export_graph(model, role, out / FILES[role],
+                                     fused=fused and role in FUSED_ROLES)
         log(f"exported {role} in {timings[role]:.1f} s")
     arrays: dict[str, Any] = constants(model)
     np.savez(out / CONSTANTS, **arrays)
@@ -234,6 +238,7 @@ def write_bundle(
         "version": LAYOUT_VERSION,
         "precision": "fp32",
         "opset": OPSET,
+        "attention": "fused com.microsoft.MultiHeadAttention" if fused else "plain",
         "exported_with": {"sam3": metadata.version("sam3"), "torch": torch.__version__,
                           "napari-sam3-onnx": metadata.version("napari-sam3-onnx")},
         "source": source or {},
@@ -269,23 +274,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     src.add_argument("--checkpoint", type=Path, help="SAM 3 checkpoint (sam3.pt)")
     src.add_argument("--reduced", action="store_true",
                      help="reduced depth, seeded random weights (structural tests only)")
+    src.add_argument("--random-full", action="store_true",
+                     help="full depth, seeded random weights (real cost: benchmarks, gates)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-adjust", action="store_true",
-                   help="with --reduced: keep the score-head biases as built")
+                   help="random weights: keep the score-head biases as built")
+    p.add_argument("--attention", choices=("fused", "plain"), default="fused",
+                   help="fused: onnxruntime's MultiHeadAttention kernel (default; no score "
+                        "matrix in memory); plain: MatMul-Softmax-MatMul")
+    p.add_argument("--roles", default=",".join(FILES),
+                   help="graphs to export (comma separated; default all - a bundle needs all)")
+    add_precision_arguments(p)
     args = p.parse_args(argv)
     if not args.bpe.is_file():
         p.error(f"no tokenizer file at {args.bpe}")
+    variant = args.precision != "fp32"
+    fp32_out = args.fp32_out or (args.out.with_name(args.out.name + ".fp32-tmp") if variant
+                                 else args.out)
+    for folder in {args.out, fp32_out}:
+        if variant and folder.exists() and any(folder.iterdir()):
+            p.error(f"{folder} exists and is not empty: name a new folder")
     t0 = time.perf_counter()
-    model = build_model(args.bpe, None if args.reduced else args.checkpoint, seed=args.seed)
-    if args.reduced and not args.no_adjust:
+    random = args.checkpoint is None
+    model = build_model(args.bpe, args.checkpoint, seed=args.seed, reduced=args.reduced)
+    if random and not args.no_adjust:
         adjust_for_parity(model)
-    source = ({"reduced_depth": True, "random_weights": True, "seed": args.seed,
-               "adjusted_for_parity": not args.no_adjust} if args.reduced else
+    source = ({"reduced_depth": bool(args.reduced), "random_weights": True, "seed": args.seed,
+               "adjusted_for_parity": not args.no_adjust} if random else
               {"checkpoint": args.checkpoint.name, "checkpoint_sha256": sha256(args.checkpoint)})
     print(f"built the model in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    manifest = write_bundle(model, args.out, args.bpe, source=source,
+    roles = [r for r in args.roles.split(",") if r]
+    if unknown := set(roles) - set(FILES):
+        p.error(f"unknown --roles {sorted(unknown)}; choose from {list(FILES)}")
+    manifest = write_bundle(model, fp32_out, args.bpe, source=source, roles=roles,
+                            fused=args.attention == "fused",
                             log=lambda m: print(m, file=sys.stderr))
+    del model
     total = sum(f["bytes"] for f in manifest["files"].values())
-    print(f"wrote {args.out} ({total / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s",
+    print(f"wrote {fp32_out} ({total / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
-    return 0
+    if not variant:
+        return 0
+    try:
+        return run_precision(args, fp32_out, args.out)
+    finally:
+        if args.fp32_out is None:
+            shutil.rmtree(fp32_out, ignore_errors=True)
+

@@ -140,6 +140,9 @@ class SamAdapter:
     """
 
     layout: str = "unknown"
+    #: Weight precision the bundle declares (its manifest), e.g. "fp32" or "int8 (dynamic) in
+    #: image_encoder, language_encoder; fp32 elsewhere"; None when it declares none.
+    precision: str | None = None
 
     @classmethod
     def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:

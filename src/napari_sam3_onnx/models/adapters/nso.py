@@ -124,9 +124,12 @@ class NsoAdapter(SamAdapter):
         name = CONSTANTS
         manifest = folder / "manifest.json"
         if manifest.is_file():
-            name = read_json(manifest).get("constants", CONSTANTS)
+            meta = read_json(manifest)
+            name = meta.get("constants", CONSTANTS)
             if not isinstance(name, str) or not name:
                 raise BundleFileError(manifest, f"'constants' should name a file, not {name!r}")
+            precision = meta.get("precision")
+            self.precision = precision if isinstance(precision, str) else None
         path = folder / name
         if not path.is_file():
             raise ModelFileMissingError(path, "The nso-sam3 bundle keeps no_mem_embed (needed "

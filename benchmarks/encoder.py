@@ -1,0 +1,205 @@
+"""Raw image-encoder sessions of two or more bundles, timed interleaved in one run.
+
+Usage::
+
+    python benchmarks/encoder.py FP32_BUNDLE INT8_BUNDLE [FP16_BUNDLE ...] --reps 5 \\
+        --threads 2 --json encoder.json
+
+Each bundle's ``image_encoder`` runs in its **own fresh process** (a worker holding one
+onnxruntime session, CPU arena off, ``--threads`` intra-op threads): its peak RSS is that
+variant's alone (load + encode), nothing another variant allocated. The parent drives the
+workers round-robin on the same ``[1, 3, S, S]`` input, rotating the order every repetition, so
+load from other processes hits every variant alike; it reports per-variant median seconds and
+the median and IQR of the per-repetition ratios to the first bundle. Every row is printed as
+it is measured and the JSON is rewritten after each one (a killed run keeps what it measured).
+
+The workers live side by side (their memory adds up); ``--one-at-a-time`` measures each variant
+in turn instead (no interleaving; for a machine that cannot hold them all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return float("nan")
+
+
+def worker(bundle: Path, threads: int) -> None:
+    """Child: load the encoder, answer ``run`` lines with one timed encode (JSON lines)."""
+    import onnxruntime as ort
+
+    manifest = bundle / "manifest.json"
+    name = "image_encoder.onnx"
+    if manifest.is_file():
+        name = json.loads(manifest.read_text()).get("graphs", {}).get("image_encoder", name)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.enable_cpu_mem_arena = False
+    t0 = time.perf_counter()
+    sess = ort.InferenceSession(str(bundle / name), so, providers=["CPUExecutionProvider"])
+    load = time.perf_counter() - t0
+    inp = sess.get_inputs()[0]
+    size = [d if isinstance(d, int) else 1 for d in inp.shape]
+    x = np.random.default_rng(0).uniform(-1, 1, size).astype(np.float32)
+    print(json.dumps({"ready": True, "load_s": load, "rss_after_load_mb": _rss_mb(),
+                      "bytes_on_disk": sum(p.stat().st_size for p in bundle.iterdir()
+                                           if p.is_file())}), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "run":
+            break
+        t0 = time.perf_counter()
+        out = sess.run(None, {inp.name: x})
+        dt = time.perf_counter() - t0
+        print(json.dumps({"seconds": dt, "peak_mb": _peak_mb(),
+                          "checksum": float(sum(np.abs(o).mean() for o in out))}), flush=True)
+
+
+class Worker:
+    """A fresh process holding one bundle's encoder session."""
+
+    def __init__(self, bundle: Path, threads: int) -> None:
+        self.bundle = bundle
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--worker", str(bundle), "--threads", str(threads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.info = self._read()
+
+    def _read(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the worker for {self.bundle} died (rc {self.proc.wait()})")
+        return json.loads(line)
+
+    def run(self) -> dict:
+        """One timed encode in the worker."""
+        self.proc.stdin.write("run\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        """End the worker."""
+        if self.proc.poll() is None:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+
+
+def _quartiles(x) -> tuple[float, float, float]:
+    q1, q2, q3 = np.percentile(np.asarray(x, float), [25, 50, 75])
+    return float(q1), float(q2), float(q3)
+
+
+def summarise(times: dict[str, list[float]], infos: dict[str, dict], peaks: dict[str, float]
+              ) -> list[dict]:
+    """Per-variant rows: median seconds, ratio to the first variant (median, IQR), peak RSS."""
+    names = list(times)
+    base = times[names[0]]
+    rows = []
+    for name in names:
+        n = min(len(base), len(times[name]))
+        ratios = [times[name][i] / base[i] for i in range(n)] if n else []
+        q = _quartiles(times[name]) if times[name] else (np.nan,) * 3
+        rq = _quartiles(ratios) if ratios else (np.nan,) * 3
+        rows.append({"bundle": name, "reps": len(times[name]), "median_s": q[1],
+                     "iqr_s": [q[0], q[2]], "speedup_vs_first": 1 / rq[1] if rq[1] else None,
+                     "ratio_to_first": rq[1], "ratio_iqr": [rq[0], rq[2]],
+                     "peak_rss_gb": peaks.get(name, np.nan) / 1024,
+                     "load_s": infos[name]["load_s"],
+                     "bytes_on_disk": infos[name]["bytes_on_disk"]})
+    return rows
+
+
+def _print_rows(rows: list[dict]) -> None:
+    print(f"{'bundle':<34} {'s/slice':>8} {'IQR':>15} {'x fp32':>7} {'ratio IQR':>13} "
+          f"{'peak GB':>8} {'disk GB':>8}")
+    for r in rows:
+        print(f"{r['bundle']:<34} {r['median_s']:8.2f} {r['iqr_s'][0]:7.2f}-{r['iqr_s'][1]:<7.2f}"
+              f" {r['speedup_vs_first'] or float('nan'):7.2f} {r['ratio_iqr'][0]:6.3f}-"
+              f"{r['ratio_iqr'][1]:<6.3f} {r['peak_rss_gb']:8.2f} {r['bytes_on_disk'] / 1e9:8.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the interleaved comparison; print rows as measured, rewrite the JSON each time."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("bundles", nargs="*", type=Path)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--one-at-a-time", action="store_true")
+    p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker is not None:
+        worker(args.worker, args.threads)
+        return 0
+    if len(args.bundles) < 1:
+        p.error("name one or more bundle folders (the first is the baseline)")
+    names = [str(b) for b in args.bundles]
+    out = args.json or RESULTS / f"encoder-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    peaks: dict[str, float] = {}
+    infos: dict[str, dict] = {}
+    log: list[dict] = []
+
+    def save(done: bool) -> None:
+        rows = summarise(times, infos, peaks) if len(infos) == len(names) else []
+        payload = {"threads": args.threads, "reps": args.reps, "loadavg": os.getloadavg(),
+                   "complete": done, "measurements": log, "rows": rows}
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload, indent=2))
+        tmp.replace(out)
+
+    groups = [[b] for b in args.bundles] if args.one_at_a_time else [list(args.bundles)]
+    for group in groups:
+        workers = {}
+        try:
+            for b in group:
+                workers[str(b)] = w = Worker(b, args.threads)
+                infos[str(b)] = w.info
+                print(f"loaded {b} in {w.info['load_s']:.1f} s "
+                      f"(RSS {w.info['rss_after_load_mb'] / 1024:.2f} GB)", flush=True)
+            order = list(workers)
+            for rep in range(args.reps):
+                for name in order[rep % len(order):] + order[:rep % len(order)]:
+                    r = workers[name].run()
+                    times[name].append(r["seconds"])
+                    peaks[name] = max(peaks.get(name, 0.0), r["peak_mb"])
+                    log.append({"rep": rep, "bundle": name, **r, "loadavg_1": os.getloadavg()[0]})
+                    print(f"rep {rep + 1}/{args.reps} {name}: {r['seconds']:.2f} s, "
+                          f"peak {r['peak_mb'] / 1024:.2f} GB, load {os.getloadavg()[0]:.1f}",
+                          flush=True)
+                    save(False)
+        finally:
+            for w in workers.values():
+                w.close()
+    save(True)
+    print(f"\nload average {os.getloadavg()}; {args.threads} threads; JSON: {out}")
+    _print_rows(summarise(times, infos, peaks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

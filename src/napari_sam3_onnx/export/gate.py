@@ -1,0 +1,172 @@
+"""The decision gate: a precision variant against its fp32 bundle, through the plugin's engine.
+
+The same fixed scenes and prompts (:mod:`.scenes`) run through ``open_bundle`` and the engine on
+both bundles; the variant passes when it makes the **same decisions** (model-contracts section
+15), not when its tensors are close:
+
+* click / box prompts (:data:`CLICK_PROMPTS`, 10 of them): the same candidate and mask IoU
+  >= ``click_mask_iou_min``;
+* text (``"cell"``) and exemplar-box prompts: the same detections kept at score 0.5 and each
+  kept mask's IoU >= ``concept_mask_iou_min``;
+* propagation of one click over 8 drifting slices (both directions): mask IoU
+  >= ``propagation_mask_iou_min`` on *every* slice.
+
+Each output's relative error (L2 of the difference / L2 of fp32) is reported beside the
+decisions: the encoder features, click logits, detection scores and masks, tracked logits.
+
+Needs ``onnxruntime`` and the plugin's engine only (no torch).
+Usage: ``python -m napari_sam3_onnx.export.gate FP32_BUNDLE VARIANT [VARIANT ...] [--json OUT]``
+(fp32 decisions made once; exit 1 when a variant fails; variants are never changed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Thresholds of the gate (variant against fp32 on the same prompts).
+GATES = {"click_mask_iou_min": 0.98, "concept_same_kept": True, "concept_mask_iou_min": 0.95,
+         "propagation_mask_iou_min": 0.97}
+#: (points (row, col), labels, box (r0, c0, r1, c1) or None) on ``test_image(0)``, 1008 px.
+CLICK_PROMPTS: tuple[tuple[list[tuple[int, int]], list[int], tuple[int, int, int, int] | None],
+                    ...] = (
+    ([(510, 420)], [1], None),
+    ([(510, 420), (260, 700)], [1, 0], None),
+    ([(200, 220)], [1], None),
+    ([(800, 760)], [1], None),
+    ([(640, 300), (660, 330), (620, 280)], [1, 1, 1], None),
+    ([(400, 600), (420, 640)], [1, 0], None),
+    ([], [], (350, 300, 720, 640)),
+    ([], [], (100, 500, 420, 900)),
+    ([(540, 470)], [1], (350, 300, 720, 640)),
+    ([(520, 450), (380, 330)], [1, 0], (330, 280, 740, 660)),
+)
+PROPAGATION_SLICES = 8
+CONCEPT_PROMPTS = (("cell", None), ("visual", (0.47, 0.5, 0.3, 0.34)))
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    union = np.logical_or(a, b).sum()
+    return 1.0 if union == 0 else float(np.logical_and(a, b).sum() / union)
+
+
+def rel_error(ref: np.ndarray, other: np.ndarray) -> float:
+    """``|other - ref|_2 / |ref|_2`` in float64 (0 when both are zero)."""
+    ref, other = np.asarray(ref, np.float64), np.asarray(other, np.float64)
+    norm = np.linalg.norm(ref)
+    diff = np.linalg.norm(other - ref)
+    return float(diff / norm) if norm > 0 else float(diff > 0)
+
+
+def decisions(folder: Path | str) -> dict:
+    """Every decision (and the raw outputs behind it) the engine makes with one bundle."""
+    from ..engine.concepts import TextCache
+    from ..engine.encoding import SliceEncoder, SliceRef
+    from ..engine.interactive import Prompt, segment
+    from ..engine.postprocess import logits_to_mask
+    from ..engine.propagation import propagate
+    from ..engine.propagation_types import Seed
+    from ..engine.tokenizer import ClipTokenizer
+    from ..models.bundle import open_bundle
+    from .scenes import test_image
+
+    folder = Path(folder)
+    adapter = open_bundle(folder)
+    img = test_image(0)
+    emb = adapter.encode(img)
+    out: dict = {"features": {k: np.array(v) for k, v in emb.features.items()},
+                 "clicks": [], "concepts": [], "propagation": []}
+    for pts, labs, box in CLICK_PROMPTS:
+        res = segment(adapter, emb, Prompt.clicks(np.asarray(pts, float).reshape(-1, 2), labs,
+                                                  box))
+        out["clicks"].append({"candidate": res.candidate, "mask": res.mask,
+                              "logits": res.low_res_logits})
+    texts = TextCache(adapter, ClipTokenizer.from_folder(folder))
+    for phrase, exemplar in CONCEPT_PROMPTS:
+        boxes = None if exemplar is None else np.array([exemplar], np.float32)
+        labels = None if boxes is None else np.array([1], np.int64)
+        det = adapter.detect(emb, texts.get(phrase), boxes, labels)
+        keep = np.flatnonzero(det.scores > 0.5)
+        out["concepts"].append({"scores": np.array(det.scores), "masks": {
+            int(i): (logits_to_mask(det.masks[i], img.shape[:2], 0.0), np.array(det.masks[i]))
+            for i in keep}})
+    n = PROPAGATION_SLICES
+    frames = np.stack([test_image(1, shift=(4.0 * i, 6.0 * i)) for i in range(n)])
+    refs = [SliceRef(frames, (k,), rgb=True, source="gate") for k in range(n)]
+    run = propagate(adapter, SliceEncoder(adapter), refs, {2: Seed.clicks(2, [(518, 432)])},
+                    stop_after_absent=None)
+    track = run.objects[2].outputs
+    out["propagation"] = [(track[k].mask, track[k].low_res_logits) for k in range(n)]
+    adapter.close()
+    return out
+
+
+def compare(fp32: Path | str | dict, other: Path | str | dict, gates: dict | None = None
+            ) -> dict:
+    """Decision-level comparison of two bundles (or their :func:`decisions`).
+
+    Returns the measurements, the relative errors, the gates and ``passed``.
+    """
+    g = {**GATES, **(gates or {})}
+    a = fp32 if isinstance(fp32, dict) else decisions(fp32)
+    b = other if isinstance(other, dict) else decisions(other)
+    clicks = [{"same_candidate": ca["candidate"] == cb["candidate"],
+               "mask_iou": _iou(ca["mask"], cb["mask"]),
+               "logits_rel_error": rel_error(ca["logits"], cb["logits"])}
+              for ca, cb in zip(a["clicks"], b["clicks"], strict=True)]
+    concepts: list[dict[str, Any]] = []
+    for (phrase, _), da, db in zip(CONCEPT_PROMPTS, a["concepts"], b["concepts"], strict=True):
+        both = sorted(set(da["masks"]) & set(db["masks"]))
+        ious = [_iou(da["masks"][i][0], db["masks"][i][0]) for i in both]
+        concepts.append({
+            "prompt": phrase, "kept_fp32": len(da["masks"]), "kept_other": len(db["masks"]),
+            "same_kept": set(da["masks"]) == set(db["masks"]),
+            "min_mask_iou": min(ious) if ious else 1.0,
+            "max_score_change": float(np.abs(da["scores"] - db["scores"]).max()),
+            "mask_logits_rel_error": max((rel_error(da["masks"][i][1], db["masks"][i][1])
+                                          for i in both), default=0.0)})
+    prop = [_iou(x[0], y[0]) for x, y in zip(a["propagation"], b["propagation"], strict=True)]
+    prop_err = [rel_error(x[1], y[1]) for x, y in zip(a["propagation"], b["propagation"],
+                                                       strict=True)]
+    features = {k: rel_error(v, b["features"][k]) for k, v in a["features"].items()}
+    checks = {
+        "clicks": all(c["same_candidate"] and c["mask_iou"] >= g["click_mask_iou_min"]
+                      for c in clicks),
+        "concepts": all((c["same_kept"] or not g["concept_same_kept"])
+                        and c["min_mask_iou"] >= g["concept_mask_iou_min"] for c in concepts),
+        "propagation": min(prop) >= g["propagation_mask_iou_min"],
+    }
+    return {"clicks": clicks, "concepts": concepts, "propagation_mask_iou": prop,
+            "propagation_logits_rel_error": prop_err, "feature_rel_error": features,
+            "summary": {"click_min_iou": min(float(c["mask_iou"]) for c in clicks),
+                        "concept_min_iou": min(float(c["min_mask_iou"]) for c in concepts),
+                        "propagation_min_iou": min(prop),
+                        "feature_max_rel_error": max(features.values())},
+            "checks": checks, "gates": g, "passed": all(checks.values())}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: gate existing variants against their fp32 bundle, print the results."""
+    p = argparse.ArgumentParser(prog="python -m napari_sam3_onnx.export.gate")
+    p.add_argument("fp32", type=Path)
+    p.add_argument("variants", type=Path, nargs="+")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    args = p.parse_args(argv)
+    reference = decisions(args.fp32)
+    results = {}
+    for variant in args.variants:
+        results[str(variant)] = r = compare(reference, variant)
+        print(json.dumps({"variant": str(variant), "passed": r["passed"], **r["summary"],
+                          "checks": r["checks"]}), flush=True)
+        if args.json is not None:
+            args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0 if all(r["passed"] for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
