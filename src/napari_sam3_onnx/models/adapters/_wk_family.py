@@ -19,6 +19,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
 from ..errors import CapabilityError, LayoutMismatchError
@@ -96,6 +97,7 @@ class WkFamilyAdapter(SamAdapter):
             caps |= {Capability.EXEMPLARS, Capability.BOXES}
         self.capabilities = frozenset(caps)
 
+    @override
     def assumptions(self) -> dict[str, tuple[str, str]]:
         """See the base class."""
         kind = "probabilities" if self.mask_output == "masks" else "logits"
@@ -112,10 +114,12 @@ class WkFamilyAdapter(SamAdapter):
 
     # ---- geometry ----------------------------------------------------------------------
     @property
+    @override
     def input_size(self) -> tuple[int, int]:
         return spatial_size(self._image, self.layout, self.encoder.path.name)
 
     @property
+    @override
     def mask_size(self) -> tuple[int, int]:
         dims = self.decoder.signature.output(self.mask_output).shape[-2:]
         if all(isinstance(d, int) and d > 0 for d in dims):
@@ -124,10 +128,12 @@ class WkFamilyAdapter(SamAdapter):
                             self.encoder.path.name)
 
     @property
+    @override
     def max_exemplars(self) -> int | None:
         return self._slots
 
     @property
+    @override
     def context_length(self) -> int:
         return fixed_dim(self.language.signature.input("tokens"), 1, self.layout,
                          self.language.path.name)
@@ -160,7 +166,7 @@ class WkFamilyAdapter(SamAdapter):
 
     def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
         """Run the language encoder on CLIP ids (start/end included); pads with 0 (upstream)."""
-        self._require(Capability.TEXT)
+        self.require(Capability.TEXT)
         feed = token_feed(token_ids, self.context_length, pad=0)
         wanted = sorted(set(self._text_names.values()))
         out = self.language.run(wanted, {"tokens": feed})
@@ -175,7 +181,7 @@ class WkFamilyAdapter(SamAdapter):
         box_labels: np.ndarray | None = None,
     ) -> dict[str, np.ndarray]:
         """Everything the concept decoder declares, from an embedding, a text and exemplars."""
-        self._require(Capability.TEXT)
+        self.require(Capability.TEXT)
         given = boxes_cxcywh is not None and len(boxes_cxcywh) > 0
         if given and not self._has_slots:
             raise CapabilityError(self.layout, Capability.EXEMPLARS.value)
@@ -198,6 +204,7 @@ class WkFamilyAdapter(SamAdapter):
                 feeds[name] = as_declared(embedding.image_shape[axis], sig.input(name))
         return feeds
 
+    @override
     def detect(
         self,
         embedding: Embedding,
@@ -211,6 +218,7 @@ class WkFamilyAdapter(SamAdapter):
     def _detections(self, out: Mapping[str, np.ndarray]) -> Detections:
         raise NotImplementedError
 
+    @override
     def close(self) -> None:
         for session in (self.encoder, self.language, self.decoder):
             session.close()

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Detections, Embedding, MaskCandidates, SamAdapter, TextEmbedding
 from ..errors import CapabilityError, LayoutMismatchError
@@ -135,7 +136,8 @@ class AutognosiAdapter(SamAdapter):
         self.padding = decide_padding(graphs["prompt_decoder"], "input_points", "input_labels",
                                       True)
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         order = self.bit_order or "not decided yet (big until a detection tells)"
         return {
             "padding": asm.padding(self.padding),
@@ -152,16 +154,19 @@ class AutognosiAdapter(SamAdapter):
         return self.sessions[role].path.name
 
     @property
-    def input_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def input_size(self) -> tuple[int, int]:
         return spatial_size(self._vision, self.layout, self._name("vision_encoder"))
 
     @property
-    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def mask_size(self) -> tuple[int, int]:
         sig = self.sessions["prompt_decoder"].signature
         return spatial_size(sig.output("pred_masks"), self.layout, sig.path.name)
 
     @property
-    def context_length(self) -> int:  # noqa: D102
+    @override
+    def context_length(self) -> int:
         sig = self.sessions["text_encoder"].signature
         return fixed_dim(sig.input("input_ids"), 1, self.layout, sig.path.name)
 
@@ -173,7 +178,8 @@ class AutognosiAdapter(SamAdapter):
         """One ViT pass: the detector's ``fpn_*`` for text, the tracker's for clicks/boxes."""
         return self._run_encoders(rgb, (ENCODER_FOR[need],))
 
-    def lacks(self, embedding: Embedding, need: Capability) -> bool:  # noqa: D102
+    @override
+    def lacks(self, embedding: Embedding, need: Capability) -> bool:
         return any(n not in embedding.features for n in OUTPUTS_OF[ENCODER_FOR[need]])
 
     def complete(self, embedding: Embedding, rgb: np.ndarray, need: Capability) -> Embedding:
@@ -212,7 +218,8 @@ class AutognosiAdapter(SamAdapter):
         return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids),
                              {"text_features": out["text_features"], "attention_mask": mask})
 
-    def detect(  # noqa: D102
+    @override
+    def detect(
         self,
         embedding: Embedding,
         text: TextEmbedding,
@@ -241,7 +248,8 @@ class AutognosiAdapter(SamAdapter):
         self.bit_order = min(err, key=err.__getitem__)
         return self.bit_order
 
-    def predict_masks(  # noqa: D102
+    @override
+    def predict_masks(
         self,
         embedding: Embedding,
         points_xy: np.ndarray,
@@ -269,6 +277,7 @@ class AutognosiAdapter(SamAdapter):
             single_mask_first=logits.shape[0] == 4,
         )
 
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         for session in self.sessions.values():
             session.close()

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
 from ..errors import CapabilityError, LayoutMismatchError
@@ -124,7 +125,8 @@ class ComicAppAdapter(SamAdapter):
             caps |= {Capability.EXEMPLARS, Capability.BOXES}
         self.capabilities = frozenset(caps)
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         out = {
             "normalisation": asm.normalisation(self._image, self.encoder.path.name),
             "mask kind": ("logits", asm.CONTRACT),
@@ -142,23 +144,27 @@ class ComicAppAdapter(SamAdapter):
         return out
 
     @property
-    def input_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def input_size(self) -> tuple[int, int]:
         return spatial_size(self._image, self.layout, self.encoder.path.name)
 
     @property
-    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def mask_size(self) -> tuple[int, int]:
         sig = self.prompts["side"][0].signature
         return spatial_size(sig.output("pred_masks"), self.layout, sig.path.name)
 
     @property
-    def max_exemplars(self) -> int | None:  # noqa: D102
+    @override
+    def max_exemplars(self) -> int | None:
         if self._exemplar_role is None:
             return 0
         info = self.prompts[self._exemplar_role][1]["box_coords"]
         return slot_count(info, 1 if batch_first(info) else 0)
 
     @property
-    def context_length(self) -> int:  # noqa: D102
+    @override
+    def context_length(self) -> int:
         return self._context
 
     def encode(self, rgb: np.ndarray) -> Embedding:
@@ -183,7 +189,8 @@ class ComicAppAdapter(SamAdapter):
         return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids),
                              {"text": feat, "valid": valid})
 
-    def detect(  # noqa: D102
+    @override
+    def detect(
         self,
         embedding: Embedding,
         text: TextEmbedding,
@@ -228,6 +235,7 @@ class ComicAppAdapter(SamAdapter):
             min_score=0.0,
         )
 
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         for session in (self.encoder, self.language, *(s for s, _ in self.prompts.values())):
             session.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Embedding, MaskCandidates, SamAdapter
 from ..graph_info import GraphSignature
@@ -61,7 +62,8 @@ class HfTrackerAdapter(SamAdapter):
             graphs["decoder"].output("pred_masks"), self.layout, graphs["decoder"].path.name
         )
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         return {
             "padding": ("graph pads (boxes travel in input_boxes; a box alone gets one "
                         "(0, 0, -1) point)", asm.CONTRACT),
@@ -71,24 +73,28 @@ class HfTrackerAdapter(SamAdapter):
         }
 
     @property
-    def input_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def input_size(self) -> tuple[int, int]:
         return spatial_size(self._input, self.layout, self.encoder.path.name)
 
     @property
-    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def mask_size(self) -> tuple[int, int]:
         return self._mask_size
 
-    def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
+    @override
+    def encode(self, rgb: np.ndarray) -> Embedding:
         return encode_image(self.encoder, self._input, self.layout, rgb, EMBEDDINGS)
 
-    def predict_masks(  # noqa: D102
+    @override
+    def predict_masks(
         self,
         embedding: Embedding,
         points_xy: np.ndarray,
         labels: np.ndarray,
         mask_input: np.ndarray | None = None,
     ) -> MaskCandidates:
-        self._require(Capability.CLICKS)
+        self.require(Capability.CLICKS)
         points_xy = np.asarray(points_xy, np.float32).reshape(-1, 2)
         labels = np.asarray(labels, np.int64).reshape(-1)
         tl, br = labels == 2, labels == 3
@@ -113,6 +119,7 @@ class HfTrackerAdapter(SamAdapter):
             single_mask_first=False,
         )
 
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         self.encoder.close()
         self.decoder.close()

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Embedding, MaskCandidates, SamAdapter
 from ..errors import LayoutMismatchError, ModelFileMissingError
@@ -187,7 +188,8 @@ class JaxVideoAdapter(SamAdapter):
                 return int(info.shape[-1])
         return 64
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         out = {
             "padding": asm.padding(self.padding),
             "normalisation": (f"x / 255, (x - {[round(float(v), 4) for v in self.image_mean]})"
@@ -212,7 +214,8 @@ class JaxVideoAdapter(SamAdapter):
         return out
 
     @property
-    def memory_note(self) -> str:  # noqa: D102
+    @override
+    def memory_note(self) -> str:
         if self.pointer_encoding is None or not self.pointer_encoding.is_zeros:
             return ""
         return ("object pointers without their temporal encoding (the bundle ships no "
@@ -220,11 +223,13 @@ class JaxVideoAdapter(SamAdapter):
 
     # ---- geometry -----------------------------------------------------------------------
     @property
-    def input_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def input_size(self) -> tuple[int, int]:
         return spatial_size(self._input, self.layout, self.encoder.path.name)
 
     @property
-    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def mask_size(self) -> tuple[int, int]:
         return self._mask_size
 
     # ---- image path ---------------------------------------------------------------------
@@ -237,7 +242,8 @@ class JaxVideoAdapter(SamAdapter):
         dtype = np.float16 if self._input.dtype == "float16" else np.float32
         return np.ascontiguousarray(x.transpose(2, 0, 1)[None], dtype=dtype)
 
-    def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
+    @override
+    def encode(self, rgb: np.ndarray) -> Embedding:
         names = [*FEATS, *(["pos2"] if self.has(Capability.MEMORY) and self._pos2 is None
                            else [])]
         out = as_float32(self.encoder.run(names, {"pixel_values": self._feed(rgb)}))
@@ -245,14 +251,15 @@ class JaxVideoAdapter(SamAdapter):
             self._pos2 = out.pop("pos2")
         return Embedding(out, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
 
-    def predict_masks(  # noqa: D102
+    @override
+    def predict_masks(
         self,
         embedding: Embedding,
         points_xy: np.ndarray,
         labels: np.ndarray,
         mask_input: np.ndarray | None = None,
     ) -> MaskCandidates:
-        self._require(Capability.CLICKS)
+        self.require(Capability.CLICKS)
         if mask_input is not None:
             raise ValueError("the jax-video decoder takes no mask_input")
         pts, labs = tu.order_prompt(points_xy, labels)
@@ -280,7 +287,8 @@ class JaxVideoAdapter(SamAdapter):
         )
 
     # ---- memory path --------------------------------------------------------------------
-    def memory_encode(  # noqa: D102
+    @override
+    def memory_encode(
         self,
         embedding: Embedding,
         mask_logits: np.ndarray,
@@ -288,7 +296,7 @@ class JaxVideoAdapter(SamAdapter):
         is_mask_from_points: bool,
     ) -> mem.MemoryFrame:
         # features / pos_enc: (T, C_m) tokens
-        self._require(Capability.MEMORY)
+        self.require(Capability.MEMORY)
         sig = self.memory_encoder.signature
         feeds = {
             "vision_features": embedding.features["feats2"],
@@ -304,7 +312,8 @@ class JaxVideoAdapter(SamAdapter):
         return mem.MemoryFrame(out["memory_tokens"].reshape(-1, cm).astype(np.float32),
                                out["memory_pos_enc"].reshape(-1, cm).astype(np.float32))
 
-    def memory_attend(  # noqa: D102
+    @override
+    def memory_attend(
         self,
         embedding: Embedding,
         memories: Sequence[mem.MemoryFrame],
@@ -312,7 +321,7 @@ class JaxVideoAdapter(SamAdapter):
         pointers: np.ndarray,
         pointer_offsets: Sequence[float],
     ) -> Embedding:
-        self._require(Capability.MEMORY)
+        self.require(Capability.MEMORY)
         rows, ptrs, offs = mem.check_memory_args(memories, memory_rows, pointers, pointer_offsets,
                                               self.memory_settings, self._channels)
         cm = memories[0].features.shape[-1]
@@ -341,6 +350,7 @@ class JaxVideoAdapter(SamAdapter):
         fused = tu.tokens_to_nchw(out["conditioned_features"], self._channels, self._grid)
         return mem.conditioned(embedding, fused)
 
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         tu.close_all(self.encoder, *self.decoders.values(), self.memory_attention,
                      self.memory_encoder, self.pointer_encoding)

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Embedding, MaskCandidates, SamAdapter
 from ..errors import LayoutMismatchError, ModelFileMissingError
@@ -188,11 +189,13 @@ class PagarciaTrackerAdapter(SamAdapter):
 
     # ---- geometry -----------------------------------------------------------------------
     @property
-    def input_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def input_size(self) -> tuple[int, int]:
         return spatial_size(self._input, self.layout, self.encoder.path.name)
 
     @property
-    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def mask_size(self) -> tuple[int, int]:
         return self._mask_size
 
     @property
@@ -205,7 +208,8 @@ class PagarciaTrackerAdapter(SamAdapter):
         """``(1, C, 1, 1)`` float32 added to the raw feature on prompted slices (from the npz)."""
         return self._no_mem
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         out = {
             "padding": asm.padding(self.padding),
             "normalisation": asm.normalisation(self._input, self.encoder.path.name),
@@ -220,17 +224,19 @@ class PagarciaTrackerAdapter(SamAdapter):
         return out
 
     # ---- image path ---------------------------------------------------------------------
-    def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
+    @override
+    def encode(self, rgb: np.ndarray) -> Embedding:
         return encode_image(self.encoder, self._input, self.layout, rgb, EMBEDDINGS)
 
-    def predict_masks(  # noqa: D102
+    @override
+    def predict_masks(
         self,
         embedding: Embedding,
         points_xy: np.ndarray,
         labels: np.ndarray,
         mask_input: np.ndarray | None = None,
     ) -> MaskCandidates:
-        self._require(Capability.CLICKS)
+        self.require(Capability.CLICKS)
         pts, labs = tu.order_prompt(points_xy, labels)
         feats = embedding.features
         top = feats.get(mem.CONDITIONED)
@@ -267,7 +273,8 @@ class PagarciaTrackerAdapter(SamAdapter):
         )
 
     # ---- memory path --------------------------------------------------------------------
-    def memory_encode(  # noqa: D102
+    @override
+    def memory_encode(
         self,
         embedding: Embedding,
         mask_logits: np.ndarray,
@@ -275,7 +282,7 @@ class PagarciaTrackerAdapter(SamAdapter):
         is_mask_from_points: bool,
     ) -> mem.MemoryFrame:
         # features / pos_enc: (C_m, g, g)
-        self._require(Capability.MEMORY)
+        self.require(Capability.MEMORY)
         sig = self.memory_encoder.signature
         out = self.memory_encoder.run(MEMENC_OUTPUTS, {
             "pred_mask_high_res": tu.mask_for_memory(mask_logits, self._memory_mask_size),
@@ -287,7 +294,8 @@ class PagarciaTrackerAdapter(SamAdapter):
         return mem.MemoryFrame(out["maskmem_features"][0].astype(np.float32),
                                out["maskmem_pos_enc"][0].astype(np.float32))
 
-    def memory_attend(  # noqa: D102
+    @override
+    def memory_attend(
         self,
         embedding: Embedding,
         memories: Sequence[mem.MemoryFrame],
@@ -296,7 +304,7 @@ class PagarciaTrackerAdapter(SamAdapter):
         pointer_offsets: Sequence[float],
     ) -> Embedding:
         # pointer offsets are raw distances: the graph divides by its fixed max_obj_ptrs - 1
-        self._require(Capability.MEMORY)
+        self.require(Capability.MEMORY)
         rows, ptrs, offs = mem.check_memory_args(memories, memory_rows, pointers,
                                                  pointer_offsets, self.memory_settings,
                                                  self._pointer_dim)
@@ -313,6 +321,7 @@ class PagarciaTrackerAdapter(SamAdapter):
         })
         return mem.conditioned(embedding, out["fused_feat"].astype(np.float32))
 
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         tu.close_all(self.encoder, *self.decoders.values(), self.memory_attention,
                      self.memory_encoder)
