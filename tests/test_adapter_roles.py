@@ -1,0 +1,139 @@
+"""Adapters as compositions of roles: accessors, typed errors, capabilities = roles present."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import blob_image
+from napari_sam3_onnx.models.base import Capability, Embedding, MaskCandidates, SamAdapter
+from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.errors import CapabilityError, MissingCapabilityError
+from napari_sam3_onnx.models.roles import ConceptDetector, MemoryGraphs, PromptDecoder
+from napari_sam3_onnx.testing.autognosi import build_autognosi
+from napari_sam3_onnx.testing.comicapp import build_comicapp
+from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
+from napari_sam3_onnx.testing.jax_video import build_jax_video
+from napari_sam3_onnx.testing.nso import build_nso
+from napari_sam3_onnx.testing.pagarcia import build_pagarcia
+from napari_sam3_onnx.testing.samexporter import build_samexporter
+from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03, build_wkentaro_v06
+
+BUILDERS = {
+    "nso": build_nso, "jax": build_jax_video, "pagarcia": build_pagarcia,
+    "autognosi": build_autognosi, "hf": build_hf_tracker, "comicapp": build_comicapp,
+    "samexporter": build_samexporter, "wk-v0.6": build_wkentaro_v06, "wk-v0.3": build_wkentaro_v03,
+}
+#: accessor -> (capability that means the role exists, protocol the role satisfies)
+ROLES = {
+    "prompt_decoder": (Capability.CLICKS, PromptDecoder),
+    "concept_detector": (Capability.TEXT, ConceptDetector),
+    "memory_graphs": (Capability.MEMORY, MemoryGraphs),
+}
+SRC = Path(__file__).resolve().parents[1] / "src" / "napari_sam3_onnx"
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_a_role_exists_exactly_when_its_capability_does(name, tmp_path):
+    adapter = open_bundle(BUILDERS[name](tmp_path))
+    present = 0
+    for accessor, (capability, protocol) in ROLES.items():
+        if adapter.has(capability):
+            present += 1
+            assert isinstance(getattr(adapter, accessor), protocol)
+            adapter.require(capability)
+            continue
+        with pytest.raises(MissingCapabilityError) as info:
+            getattr(adapter, accessor)
+        assert isinstance(info.value, CapabilityError)
+        assert info.value.capability == capability.value and info.value.layout == adapter.layout
+        assert adapter.layout in str(info.value) and repr(capability.value) in str(info.value)
+        with pytest.raises(MissingCapabilityError):
+            adapter.require(capability)
+    assert present >= 1  # every toy bundle plays at least one role beyond encoding
+
+
+def test_wkentaro_v06_composes_its_point_decoder(tmp_path):
+    adapter = open_bundle(build_wkentaro_v06(tmp_path))
+    assert adapter.prompt_decoder is adapter.points  # a role object, not the adapter itself
+    assert {Capability.CLICKS, Capability.BOXES} <= adapter.capabilities
+    image = blob_image((70, 96), ((20, 30, 8),))
+    emb = adapter.encode(np.repeat(image[..., None], 3, axis=2))
+    pts, labels = np.array([[40.0, 25.0]], np.float32), np.array([1])
+    via_adapter = adapter.predict_masks(emb, pts, labels)
+    via_role = adapter.prompt_decoder.predict_masks(emb, pts, labels)
+    np.testing.assert_array_equal(via_adapter.logits, via_role.logits)
+    assert adapter.accepts_mask_input == adapter.points.accepts_mask_input
+
+
+def test_wkentaro_v03_has_no_prompt_decoder_but_keeps_detector_boxes(tmp_path):
+    adapter = open_bundle(build_wkentaro_v03(tmp_path))
+    assert adapter.has(Capability.BOXES) and not adapter.has(Capability.CLICKS)
+    with pytest.raises(MissingCapabilityError, match="clicks"):
+        adapter.prompt_decoder  # noqa: B018
+    with pytest.raises(MissingCapabilityError, match="clicks"):
+        adapter.predict_masks(None, np.zeros((1, 2), np.float32), np.ones(1))
+
+
+class _Decoder:
+    """A composed prompt-decoder role that records its calls."""
+
+    mask_size = (6, 10)
+    accepts_mask_input = True
+
+    def __init__(self):
+        self.calls = []
+
+    def predict_masks(self, embedding, points_xy, labels, mask_input=None):
+        self.calls.append((points_xy.shape, mask_input is not None))
+        return MaskCandidates(np.zeros((1, 6, 10), np.float32), np.ones(1, np.float32), 1.0,
+                              False)
+
+
+class _Composed(SamAdapter):
+    layout = "composed-test"
+
+    def __init__(self, decoder=None):
+        if decoder is not None:
+            self._attach_prompt_decoder(decoder)
+
+
+def test_attaching_a_role_grants_its_capabilities_and_operations_delegate():
+    bare = _Composed()
+    assert bare.capabilities == frozenset({Capability.ENCODE})
+    assert not bare.accepts_mask_input
+    with pytest.raises(MissingCapabilityError):
+        bare.predict_masks(None, np.zeros((1, 2), np.float32), np.ones(1))
+    role = _Decoder()
+    adapter = _Composed(role)
+    assert {Capability.CLICKS, Capability.BOXES} <= adapter.capabilities
+    assert Capability.TEXT not in adapter.capabilities
+    assert adapter.prompt_decoder is role and adapter.accepts_mask_input
+    emb = Embedding({}, (6, 10), (12, 20))
+    adapter.predict_masks(emb, np.zeros((2, 2), np.float32), np.ones(2), np.zeros((6, 10)))
+    batch = adapter.predict_point_batch(emb, np.zeros((3, 2), np.float32))
+    assert len(batch) == 3 and role.calls == [((2, 2), True)] + [((1, 2), False)] * 3
+    assert bare.capabilities == frozenset({Capability.ENCODE})  # class state untouched
+
+
+def test_an_adapter_playing_a_role_itself_is_returned_as_the_role():
+    class _Plays(SamAdapter):
+        capabilities = frozenset({Capability.ENCODE, Capability.MEMORY})
+
+    adapter = _Plays()
+    assert adapter.memory_graphs is adapter
+    with pytest.raises(NotImplementedError):  # declared but not implemented: no recursion
+        adapter.memory_encode(None, np.zeros((2, 2), np.float32), 1.0, True)
+
+
+def test_nothing_outside_models_calls_a_private_adapter_method():
+    offenders = []
+    pattern = re.compile(r"adapter\._[a-z]\w*")
+    for path in SRC.rglob("*.py"):
+        if "models" in path.relative_to(SRC).parts[:1]:
+            continue
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if pattern.search(line):
+                offenders.append(f"{path.relative_to(SRC)}:{lineno}: {line.strip()}")
+    assert offenders == []
