@@ -137,3 +137,22 @@ def test_nothing_outside_models_calls_a_private_adapter_method():
             if pattern.search(line):
                 offenders.append(f"{path.relative_to(SRC)}:{lineno}: {line.strip()}")
     assert offenders == []
+
+
+@pytest.mark.parametrize("name", ["wk-v0.3", "wk-v0.6", "samexporter"])
+def test_wk_family_composes_its_concept_detector(name, tmp_path):
+    adapter = open_bundle(BUILDERS[name](tmp_path))
+    role = adapter.concept_detector
+    assert role is adapter.concepts and role is not adapter
+    assert adapter.min_score == role.min_score == (0.0 if name == "samexporter" else 0.5)
+    assert adapter.max_exemplars == role.max_exemplars
+    assert adapter.context_length == role.context_length
+    assert adapter.has(Capability.EXEMPLARS) == (role.max_exemplars is not None)
+    ids = [49406, 320, 2368, 49407]
+    text = adapter.encode_text(ids, "a cat")
+    assert text.text == "a cat"
+    image = np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2)
+    emb = adapter.encode(image)
+    got, want = adapter.detect(emb, text), role.detect(emb, role.encode_text(ids))
+    np.testing.assert_array_equal(got.scores, want.scores)
+    np.testing.assert_array_equal(got.masks, want.masks)

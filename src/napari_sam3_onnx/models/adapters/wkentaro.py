@@ -59,6 +59,7 @@ class WkentaroV03Adapter(WkFamilyAdapter):
     layout = "wkentaro-v0.3"
     decoder_outputs = OUTPUTS
     mask_output = "masks"
+    score_cut = BAKED_SCORE_CUT
 
     @classmethod
     def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
@@ -69,11 +70,6 @@ class WkentaroV03Adapter(WkFamilyAdapter):
         roles = {"encoder": find_image_encoder(graphs), "language": find_language_encoder(graphs)}
         missing_graphs(cls.layout, decoder, roles, WANTED, graphs)
         return {**roles, "decoder": decoder}  # type: ignore[dict-item]
-
-    @property
-    @override
-    def min_score(self) -> float:
-        return BAKED_SCORE_CUT
 
     def _detections(self, out: Mapping[str, np.ndarray]) -> Detections:
         scores = np.asarray(out["scores"], np.float32).reshape(-1)
