@@ -10,6 +10,7 @@ from conftest import blob_image
 from napari_sam3_onnx.models.base import Capability, Embedding, MaskCandidates, SamAdapter
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import CapabilityError, MissingCapabilityError
+from napari_sam3_onnx.models.memory import CONDITIONED
 from napari_sam3_onnx.models.roles import ConceptDetector, MemoryGraphs, PromptDecoder
 from napari_sam3_onnx.testing.autognosi import build_autognosi
 from napari_sam3_onnx.testing.comicapp import build_comicapp
@@ -156,3 +157,28 @@ def test_wk_family_composes_its_concept_detector(name, tmp_path):
     got, want = adapter.detect(emb, text), role.detect(emb, role.encode_text(ids))
     np.testing.assert_array_equal(got.scores, want.scores)
     np.testing.assert_array_equal(got.masks, want.masks)
+
+
+def test_pagarcia_composes_its_memory_graphs_and_keeps_them_optional(tmp_path):
+    adapter = open_bundle(build_pagarcia(tmp_path / "full"))
+    role = adapter.memory_graphs
+    assert role is not adapter and role.memory_settings is adapter.memory_settings
+    assert role.encoder is adapter.memory_encoder and role.attention is adapter.memory_attention
+    image = np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2)
+    emb = adapter.encode(image)
+    cands = adapter.predict_masks(emb, np.array([[40.0, 25.0]], np.float32), np.array([1]))
+    k = int(np.argmax(np.nan_to_num(cands.iou, nan=0.0)))
+    frame = adapter.memory_encode(emb, cands.logits[k], cands.object_score, True)
+    same = role.memory_encode(emb, cands.logits[k], cands.object_score, True)
+    np.testing.assert_array_equal(frame.features, same.features)
+    ptr = cands.extras["object_pointer"][None]
+    a = adapter.memory_attend(emb, [frame], [6], ptr, [1.0])
+    b = role.memory_attend(emb, [frame], [6], ptr, [1.0])
+    np.testing.assert_array_equal(a.features[CONDITIONED], b.features[CONDITIONED])
+    assert np.abs(a.features[CONDITIONED] - emb.features["image_embeddings.2"]).max() > 0
+    clicks_only = open_bundle(build_pagarcia(tmp_path / "clicks", memory=False))
+    assert clicks_only.has(Capability.CLICKS) and not clicks_only.has(Capability.MEMORY)
+    with pytest.raises(MissingCapabilityError, match="memory"):
+        clicks_only.memory_graphs  # noqa: B018
+    with pytest.raises(MissingCapabilityError, match="memory"):
+        clicks_only.memory_encode(emb, cands.logits[k], cands.object_score, True)
