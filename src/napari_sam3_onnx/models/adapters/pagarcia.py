@@ -163,7 +163,8 @@ class PagarciaTrackerAdapter(SamAdapter):
                 f"channels but the decoder's image_embed has {self._channels}",
             )
         self.constants_path = path
-        if self.memory_attention is None:
+        encoder = self.memory_encoder  # set together with the attention (see __init__)
+        if self.memory_attention is None or encoder is None:
             self.memory_settings = mem.settings_from(consts)
             return
         att = self.memory_attention.signature
@@ -180,9 +181,9 @@ class PagarciaTrackerAdapter(SamAdapter):
                 self.layout, path.name, f"current_vision_pos_embed is {got}; the memory "
                 f"attention needs ({n_tokens}, 1, {self._channels})",
             )
-        men = self.memory_encoder.signature
+        men = encoder.signature
         self._attach_memory(PagarciaMemory(
-            encoder=self.memory_encoder, attention=self.memory_attention, feature=EMBEDDINGS[2],
+            encoder=encoder, attention=self.memory_attention, feature=EMBEDDINGS[2],
             memory_settings=self.memory_settings,
             pos_embed=pos.astype(np.float32).reshape(n_tokens, 1, self._channels),
             pointer_dim=fixed_dim(att.input("memory_obj_ptrs"), 1, self.layout, att.path.name),
