@@ -182,3 +182,25 @@ def test_pagarcia_composes_its_memory_graphs_and_keeps_them_optional(tmp_path):
         clicks_only.memory_graphs  # noqa: B018
     with pytest.raises(MissingCapabilityError, match="memory"):
         clicks_only.memory_encode(emb, cands.logits[k], cands.object_score, True)
+
+
+def test_jax_video_composes_its_memory_graphs(tmp_path):
+    adapter = open_bundle(build_jax_video(tmp_path / "full"))
+    role = adapter.memory_graphs
+    assert role is not adapter and role.pointer_encoding is adapter.pointer_encoding
+    assert adapter.memory_note == role.memory_note != ""  # no pointer encoding shipped
+    image = np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2)
+    fresh = open_bundle(build_jax_video(tmp_path / "fresh"))
+    emb = adapter.encode(image)
+    cands = adapter.predict_masks(emb, np.array([[40.0, 25.0]], np.float32), np.array([1]))
+    k = int(np.argmax(cands.iou))
+    frame = adapter.memory_encode(emb, cands.logits[k], cands.object_score, True)
+    ptr = cands.extras["object_pointer"][None]
+    want = adapter.memory_attend(emb, [frame], [6], ptr, [1.0]).features[CONDITIONED]
+    # an adapter that has encoded nothing yet fetches the position encoding itself
+    got = fresh.memory_graphs.memory_attend(emb, [frame], [6], ptr, [1.0]).features[CONDITIONED]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    clicks_only = open_bundle(build_jax_video(tmp_path / "clicks", memory=False))
+    assert clicks_only.has(Capability.CLICKS) and clicks_only.memory_note == ""
+    with pytest.raises(MissingCapabilityError, match="memory"):
+        clicks_only.memory_graphs  # noqa: B018
