@@ -204,3 +204,33 @@ def test_jax_video_composes_its_memory_graphs(tmp_path):
     assert clicks_only.has(Capability.CLICKS) and clicks_only.memory_note == ""
     with pytest.raises(MissingCapabilityError, match="memory"):
         clicks_only.memory_graphs  # noqa: B018
+
+
+#: Which roles each converted layout composes (the others still play their roles themselves).
+COMPOSED = {
+    "wk-v0.3": ["concept_detector"], "samexporter": ["concept_detector"],
+    "wk-v0.6": ["concept_detector", "prompt_decoder"], "hf": ["prompt_decoder"],
+    "pagarcia": ["memory_graphs"], "jax": ["memory_graphs"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSED))
+def test_converted_layouts_compose_role_objects(name, tmp_path):
+    adapter = open_bundle(BUILDERS[name](tmp_path))
+    for accessor in COMPOSED[name]:
+        role = getattr(adapter, accessor)
+        assert role is not adapter and not isinstance(role, SamAdapter)
+
+
+def test_hf_tracker_box_alone_goes_through_its_prompt_decoder(tmp_path):
+    adapter = open_bundle(build_hf_tracker(tmp_path))
+    seen = []
+    run = adapter.decoder.run
+    adapter.decoder.run = lambda names, feeds: seen.append(feeds) or run(names, feeds)
+    image = np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2)
+    emb = adapter.encode(image)
+    box = np.array([[10.0, 5.0], [60.0, 40.0]], np.float32)
+    cands = adapter.prompt_decoder.predict_masks(emb, box, np.array([2, 3]))
+    assert cands.logits.shape[1:] == adapter.mask_size and not adapter.accepts_mask_input
+    np.testing.assert_array_equal(seen[0]["input_boxes"], [[[10.0, 5.0, 60.0, 40.0]]])
+    np.testing.assert_array_equal(seen[0]["input_labels"], [[[-1]]])  # SAM's padding point
