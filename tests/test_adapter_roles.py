@@ -210,7 +210,7 @@ def test_jax_video_composes_its_memory_graphs(tmp_path):
 COMPOSED = {
     "wk-v0.3": ["concept_detector"], "samexporter": ["concept_detector"],
     "wk-v0.6": ["concept_detector", "prompt_decoder"], "hf": ["prompt_decoder"],
-    "pagarcia": ["memory_graphs"], "jax": ["memory_graphs"],
+    "pagarcia": ["memory_graphs"], "jax": ["memory_graphs"], "comicapp": ["concept_detector"],
 }
 
 
