@@ -211,6 +211,7 @@ COMPOSED = {
     "wk-v0.3": ["concept_detector"], "samexporter": ["concept_detector"],
     "wk-v0.6": ["concept_detector", "prompt_decoder"], "hf": ["prompt_decoder"],
     "pagarcia": ["memory_graphs"], "jax": ["memory_graphs"], "comicapp": ["concept_detector"],
+    "autognosi": ["prompt_decoder"],
 }
 
 
