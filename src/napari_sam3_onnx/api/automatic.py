@@ -107,7 +107,7 @@ def iter_segment_refs(
         yielded.
     """
     if not adapter.has(Capability.CLICKS):
-        adapter._require(Capability.CLICKS)
+        adapter.require(Capability.CLICKS)
     linker = None if link_iou is None else PlaneLinker(link_iou, first_id)
     next_id = int(first_id)
     for n, ref in enumerate(refs):
@@ -146,7 +146,7 @@ def iter_segment_all(
     See :func:`segment_all` for the parameters. Only one plane's data, embedding (one crop's
     or tile's when cropped or tiled) and labels are held at a time.
     """
-    bundle.adapter._require(Capability.CLICKS)
+    bundle.adapter.require(Capability.CLICKS)
     job = StackJob(data, image, axis, rgb, window, slices)
     view = job.view()
     refs = [job.ref(view, index) for index in job.indices(view)]

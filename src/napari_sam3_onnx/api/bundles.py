@@ -105,7 +105,7 @@ class Bundle:
     def texts(self) -> TextCache:
         """Language-encoder outputs per phrase (the tokenizer is read from the folder once)."""
         if self._texts is None:
-            self.adapter._require(Capability.TEXT)
+            self.adapter.require(Capability.TEXT)
             tokenizer = ClipTokenizer.from_folder(self.folder, self.adapter.context_length)
             self._texts = TextCache(self.adapter, tokenizer)
         return self._texts

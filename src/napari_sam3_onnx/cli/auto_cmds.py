@@ -53,7 +53,7 @@ def cmd_segment_all(args: argparse.Namespace) -> int:
     job = _job(args, path, image_names([path])[0])
     view = job.view()
     bundle = _bundle(args)
-    bundle.adapter._require(Capability.CLICKS)
+    bundle.adapter.require(Capability.CLICKS)
     n_lead = view.ndim - (3 if args.rgb else 2)
     rows: list[dict] = []
     record = _record(args, args.store, "tile" if args.tile else "slice")

@@ -169,7 +169,7 @@ def cmd_text(args: argparse.Namespace) -> int:
     job = _job(args, path, image_names([path])[0])
     view = job.view()
     bundle = _bundle(args)
-    bundle.adapter._require(Capability.TEXT)
+    bundle.adapter.require(Capability.TEXT)
     bundle.texts  # noqa: B018 -- fail now, not after encoding, when the tokenizer is missing
     n_lead = view.ndim - (3 if args.rgb else 2)
     rows: list[dict] = []

@@ -191,7 +191,7 @@ def search_slice(
     SliceResult
         ``(rows, cols)`` int32 labels (0 = background) and one :class:`Instance` per id.
     """
-    adapter._require(Capability.TEXT)
+    adapter.require(Capability.TEXT)
     shape = embedding.image_shape
     boxes = labels = None
     if exemplars is not None and len(exemplars.boxes_rc):

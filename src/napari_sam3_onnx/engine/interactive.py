@@ -153,7 +153,7 @@ def segment(
         scaled to the graph's mask size.
     """
     if not adapter.has(Capability.CLICKS):
-        adapter._require(Capability.CLICKS)
+        adapter.require(Capability.CLICKS)
     step = decode_prompt(adapter, embedding, prompt, fill_hole_area)
     # Holes are filled for display only; the logits fed back as the next mask prompt stay as the
     # decoder returned them, as SAM 3's predictor returns its low-res masks unfilled.

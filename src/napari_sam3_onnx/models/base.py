@@ -15,9 +15,10 @@ from typing import Literal
 
 import numpy as np
 
-from .errors import CapabilityError
+from .errors import MissingCapabilityError
 from .graph_info import GraphSignature
 from .memory import MemoryFrame, MemorySettings
+from .roles import ConceptDetector, MemoryGraphs, PromptDecoder
 
 
 class Capability(enum.StrEnum):
@@ -132,17 +133,26 @@ class Detections:
 
 
 class SamAdapter:
-    """Base class of the per-layout adapters.
+    """Base class of the per-layout adapters: an image encoder plus optional roles.
 
-    Subclasses set ``layout`` and ``capabilities`` and implement the operations they support;
-    the rest raise :class:`~napari_sam3_onnx.models.errors.CapabilityError` with a message that
-    names the bundle and the missing ability.
+    The roles (:mod:`napari_sam3_onnx.models.roles`) are a prompt decoder, a concept detector
+    and memory graphs. An adapter either composes a role object (:meth:`_attach_prompt_decoder`,
+    :meth:`_attach_detector`, :meth:`_attach_memory`, which also grant the capabilities that role
+    brings) or plays the role itself (it declares the capability in ``capabilities`` and
+    overrides the role's methods). The operations of a missing role raise
+    :class:`~napari_sam3_onnx.models.errors.MissingCapabilityError` with a message that names
+    the bundle and the missing ability.
     """
 
     layout: str = "unknown"
     #: Weight precision the bundle declares (its manifest), e.g. "fp32" or "int8 (dynamic) in
     #: image_encoder, language_encoder; fp32 elsewhere"; None when it declares none.
     precision: str | None = None
+
+    #: Composed role objects (None: missing, or played by the adapter itself).
+    _prompt_role: PromptDecoder | None = None
+    _detector_role: ConceptDetector | None = None
+    _memory_role: MemoryGraphs | None = None
 
     @classmethod
     def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
@@ -165,12 +175,14 @@ class SamAdapter:
     @property
     def max_exemplars(self) -> int | None:
         """Number of exemplar-box slots of the detector (None: dynamic / no limit)."""
-        return None
+        return None if self._detector_role is None else self._detector_role.max_exemplars
 
     @property
     def context_length(self) -> int:
         """Token context length of the language encoder."""
-        self._require(Capability.TEXT)
+        role = self.concept_detector
+        if self._composed(role):
+            return role.context_length
         raise NotImplementedError
 
     @property
@@ -179,12 +191,12 @@ class SamAdapter:
 
         A caller's confidence floor below it has no effect (wkentaro's exports bake in 0.5).
         """
-        return 0.0
+        return 0.0 if self._detector_role is None else self._detector_role.min_score
 
     @property
     def accepts_mask_input(self) -> bool:
         """Whether :meth:`predict_masks` can take a previous low-res mask as a prompt."""
-        return False
+        return self._prompt_role is not None and self._prompt_role.accepts_mask_input
 
     def assumptions(self) -> dict[str, tuple[str, str]]:
         """What this adapter assumed or learnt for its folder: ``name -> (value, source)``.
@@ -198,15 +210,73 @@ class SamAdapter:
     @property
     def memory_note(self) -> str:
         """A caveat about this bundle's video memory for the propagation's method note ('')."""
-        return ""
+        return "" if self._memory_role is None else self._memory_role.memory_note
 
     def has(self, capability: Capability) -> bool:
         """Whether this bundle provides ``capability``."""
         return capability in self.capabilities
 
-    def _require(self, capability: Capability) -> None:
+    def require(self, capability: Capability) -> None:
+        """Raise :class:`MissingCapabilityError` unless this bundle provides ``capability``."""
         if capability not in self.capabilities:
-            raise CapabilityError(self.layout, capability.value)
+            raise MissingCapabilityError(self.layout, capability.value)
+
+    # ---- roles -------------------------------------------------------------------------
+    @property
+    def prompt_decoder(self) -> PromptDecoder:
+        """The SAM prompt decoder (clicks, boxes, mask prompts).
+
+        Raises
+        ------
+        MissingCapabilityError
+            The bundle has no prompt decoder (capability ``clicks``).
+        """
+        self.require(Capability.CLICKS)
+        return self._prompt_role if self._prompt_role is not None else self
+
+    @property
+    def concept_detector(self) -> ConceptDetector:
+        """The concept detector with its language encoder (text and exemplar search).
+
+        Raises
+        ------
+        MissingCapabilityError
+            The bundle has no concept detector (capability ``text``).
+        """
+        self.require(Capability.TEXT)
+        return self._detector_role if self._detector_role is not None else self
+
+    @property
+    def memory_graphs(self) -> MemoryGraphs:
+        """The memory encoder and memory attention (propagation with memory).
+
+        Raises
+        ------
+        MissingCapabilityError
+            The bundle has no memory graphs (capability ``memory``).
+        """
+        self.require(Capability.MEMORY)
+        return self._memory_role if self._memory_role is not None else self
+
+    def _attach_prompt_decoder(self, role: PromptDecoder) -> None:
+        """Compose ``role`` as the prompt decoder; the bundle gains clicks and boxes."""
+        self._prompt_role = role
+        self.capabilities = self.capabilities | {Capability.CLICKS, Capability.BOXES}
+
+    def _attach_detector(self, role: ConceptDetector, exemplars: bool) -> None:
+        """Compose ``role`` as the detector; text, plus exemplars and boxes if it has slots."""
+        self._detector_role = role
+        extra = {Capability.EXEMPLARS, Capability.BOXES} if exemplars else set()
+        self.capabilities = self.capabilities | {Capability.TEXT, *extra}
+
+    def _attach_memory(self, role: MemoryGraphs) -> None:
+        """Compose ``role`` as the memory graphs; the bundle gains memory."""
+        self._memory_role = role
+        self.capabilities = self.capabilities | {Capability.MEMORY}
+
+    def _composed(self, role: object) -> bool:
+        """Whether ``role`` (returned by an accessor) is a composed object, not the adapter."""
+        return role is not self
 
     # ---- operations --------------------------------------------------------------------
     def encode(self, rgb: np.ndarray) -> Embedding:
@@ -258,7 +328,9 @@ class SamAdapter:
         mask_input : numpy.ndarray, optional
             ``mask_size`` float32 logits of a previous prediction (clamped to +-32 by the caller).
         """
-        self._require(Capability.CLICKS)
+        role = self.prompt_decoder
+        if self._composed(role):
+            return role.predict_masks(embedding, points_xy, labels, mask_input)
         raise NotImplementedError
 
     def predict_point_batch(
@@ -295,7 +367,9 @@ class SamAdapter:
             CLIP BPE ids including start (49406) and end (49407) tokens, at most
             :attr:`context_length` long; the adapter pads them as its graph expects.
         """
-        self._require(Capability.TEXT)
+        role = self.concept_detector
+        if self._composed(role):
+            return role.encode_text(token_ids)
         raise NotImplementedError
 
     def detect(
@@ -317,7 +391,9 @@ class SamAdapter:
         box_labels : numpy.ndarray, optional
             ``(K,)`` bool or int, 1/True = positive exemplar.
         """
-        self._require(Capability.TEXT)
+        role = self.concept_detector
+        if self._composed(role):
+            return role.detect(embedding, text, boxes_cxcywh, box_labels)
         raise NotImplementedError
 
     # ---- memory path (Capability.MEMORY): a tracked slice is memory_attend, then
@@ -355,7 +431,9 @@ class SamAdapter:
         MemoryFrame
             Layout-native features and positional encoding; keep it in the bank unchanged.
         """
-        self._require(Capability.MEMORY)
+        role = self.memory_graphs
+        if self._composed(role):
+            return role.memory_encode(embedding, mask_logits, object_score, is_mask_from_points)
         raise NotImplementedError
 
     def memory_attend(
@@ -396,7 +474,9 @@ class SamAdapter:
             Inconsistent lengths, rows out of range, or more memories / pointers than the graph
             takes (:attr:`MemorySettings.max_memories`, :attr:`MemorySettings.max_pointers`).
         """
-        self._require(Capability.MEMORY)
+        role = self.memory_graphs
+        if self._composed(role):
+            return role.memory_attend(embedding, memories, memory_rows, pointers, pointer_offsets)
         raise NotImplementedError
 
     def close(self) -> None:

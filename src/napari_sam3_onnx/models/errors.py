@@ -89,6 +89,14 @@ class CapabilityError(Sam3OnnxError):
         )
 
 
+class MissingCapabilityError(CapabilityError):
+    """A role the caller asked for (prompt decoder, detector, memory) is not in the bundle.
+
+    Raised by the adapter's role accessors and :meth:`SamAdapter.require`; it is a
+    :class:`CapabilityError`, with the same message.
+    """
+
+
 class DownloadError(Sam3OnnxError):
     """A download failed (no network, server error); says where to put the files by hand."""
 

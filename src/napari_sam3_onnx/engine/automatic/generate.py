@@ -140,7 +140,7 @@ def masks_on_crop(
         Checked between decoder batches; True returns what was kept so far.
     """
     if not adapter.has(Capability.CLICKS):
-        adapter._require(Capability.CLICKS)
+        adapter.require(Capability.CLICKS)
     rows, cols = crop[2] - crop[0], crop[3] - crop[1]
     grid = point_grid(points_per_side)
     in_h, in_w = embedding.input_size

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..base import MaskCandidates
+from ..base import Embedding, MaskCandidates
 from ..errors import LayoutMismatchError
 from ..graph_info import GraphSignature, TensorInfo
 from ..runtime import LazySession, RuntimeConfig
@@ -141,6 +141,24 @@ class PointDecoder:
     def accepts_mask_input(self) -> bool:
         """Whether the graph takes a previous low-res mask."""
         return "mask_input" in self.roles and "has_mask_input" in self.roles
+
+    def predict_masks(
+        self,
+        embedding: Embedding,
+        points_xy: np.ndarray,
+        labels: np.ndarray,
+        mask_input: np.ndarray | None = None,
+    ) -> MaskCandidates:
+        """The :class:`~napari_sam3_onnx.models.roles.PromptDecoder` role: see :meth:`run`.
+
+        Raises
+        ------
+        ValueError
+            A mask prompt for a graph that takes none, or points and labels that do not pair.
+        """
+        if mask_input is not None and not self.accepts_mask_input:
+            raise ValueError(f"the {self.layout} point decoder takes no mask prompt")
+        return self.run(embedding.features, points_xy, labels, mask_input, embedding.input_size)
 
     def run(
         self,

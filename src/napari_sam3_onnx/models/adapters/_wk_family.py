@@ -19,21 +19,21 @@ import threading
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
-from ..errors import CapabilityError, LayoutMismatchError
+from ..errors import LayoutMismatchError
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
 from . import _assumptions as asm
-from ._common import as_float32, encoder_feed, fixed_dim, require_names, spatial_size
-from ._concepts import as_declared, exemplar_slots, find_graph, slot_count, token_feed
+from ._common import as_float32, encoder_feed, require_names, spatial_size
+from ._concepts import find_graph, slot_count
+from ._wk_detector import SIZE_INPUTS, SLOT_INPUTS, WkDetector
 
 FPN = ("backbone_fpn_0", "backbone_fpn_1", "backbone_fpn_2")
 POS_PREFIX = "vision_pos_enc_"
 TEXT_MAP = {"language_mask": "text_attention_mask", "language_features": "text_memory",
             "language_embeds": "text_embeds"}
-SLOT_INPUTS = ("box_coords", "box_labels", "box_masks")
-SIZE_INPUTS = ("original_height", "original_width")
 WANTED = {
     "encoder": "input 'image' -> backbone_fpn_0..2, vision_pos_enc_0..2",
     "language": "input 'tokens' -> text_attention_mask, text_memory, text_embeds",
@@ -60,6 +60,8 @@ class WkFamilyAdapter(SamAdapter):
 
     decoder_outputs: tuple[str, ...] = ()
     mask_output: str = ""
+    #: The score cut traced into the decoder graph (0.0: raw heads).
+    score_cut: float = 0.0
 
     def __init__(self, graphs: Mapping[str, GraphSignature], config: RuntimeConfig) -> None:
         enc, lang, dec = graphs["encoder"], graphs["language"], graphs["decoder"]
@@ -86,16 +88,22 @@ class WkFamilyAdapter(SamAdapter):
         self._constant_names = tuple(n for n in names if n.startswith(POS_PREFIX))
         self._image_names: tuple[str, ...] = tuple(
             n for n in names if n in enc.output_names and not n.startswith(POS_PREFIX))
-        self._text_names = {n: TEXT_MAP[n] for n in names if n in TEXT_MAP}
         self._has_slots = set(SLOT_INPUTS) <= set(names)
         self._slots = slot_count(dec.input("box_coords"), 0) if self._has_slots else None
         self._constants: dict[str, np.ndarray] | None = None
         self._lock = threading.Lock()
-        caps = {Capability.ENCODE, Capability.TEXT}
-        if self._has_slots:
-            caps |= {Capability.EXEMPLARS, Capability.BOXES}
-        self.capabilities = frozenset(caps)
+        self.capabilities = frozenset({Capability.ENCODE})
+        #: The concept-detector role (language encoder + concept decoder).
+        self.concepts = WkDetector(
+            language=self.language, decoder=self.decoder, layout=self.layout,
+            image_names=self._image_names,
+            text_names={n: TEXT_MAP[n] for n in names if n in TEXT_MAP},
+            slots=self._slots, has_slots=self._has_slots, outputs=self.decoder_outputs,
+            constants=self.constants, detections=self._detections, min_score=self.score_cut,
+        )
+        self._attach_detector(self.concepts, exemplars=self._has_slots)  # text (+ exemplars)
 
+    @override
     def assumptions(self) -> dict[str, tuple[str, str]]:
         """See the base class."""
         kind = "probabilities" if self.mask_output == "masks" else "logits"
@@ -112,25 +120,18 @@ class WkFamilyAdapter(SamAdapter):
 
     # ---- geometry ----------------------------------------------------------------------
     @property
+    @override
     def input_size(self) -> tuple[int, int]:
         return spatial_size(self._image, self.layout, self.encoder.path.name)
 
     @property
+    @override
     def mask_size(self) -> tuple[int, int]:
         dims = self.decoder.signature.output(self.mask_output).shape[-2:]
         if all(isinstance(d, int) and d > 0 for d in dims):
             return int(dims[0]), int(dims[1])
         return spatial_size(self.encoder.signature.output(FPN[0]), self.layout,
                             self.encoder.path.name)
-
-    @property
-    def max_exemplars(self) -> int | None:
-        return self._slots
-
-    @property
-    def context_length(self) -> int:
-        return fixed_dim(self.language.signature.input("tokens"), 1, self.layout,
-                         self.language.path.name)
 
     # ---- operations --------------------------------------------------------------------
     def encode(self, rgb: np.ndarray) -> Embedding:
@@ -160,12 +161,8 @@ class WkFamilyAdapter(SamAdapter):
 
     def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
         """Run the language encoder on CLIP ids (start/end included); pads with 0 (upstream)."""
-        self._require(Capability.TEXT)
-        feed = token_feed(token_ids, self.context_length, pad=0)
-        wanted = sorted(set(self._text_names.values()))
-        out = self.language.run(wanted, {"tokens": feed})
-        features = {dec: out[src] for dec, src in self._text_names.items()}
-        return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids), features)
+        self.require(Capability.TEXT)
+        return self.concepts.encode_text(token_ids, text)
 
     def decoder_feeds(
         self,
@@ -175,42 +172,13 @@ class WkFamilyAdapter(SamAdapter):
         box_labels: np.ndarray | None = None,
     ) -> dict[str, np.ndarray]:
         """Everything the concept decoder declares, from an embedding, a text and exemplars."""
-        self._require(Capability.TEXT)
-        given = boxes_cxcywh is not None and len(boxes_cxcywh) > 0
-        if given and not self._has_slots:
-            raise CapabilityError(self.layout, Capability.EXEMPLARS.value)
-        missing = [n for n in self._image_names if n not in embedding.features]
-        missing += [n for n in self._text_names if n not in text.features]
-        if missing:
-            raise ValueError(
-                f"The embedding or text given to the {self.layout} bundle lacks {missing}; it "
-                "was made by another bundle. Encode the image and the text with this one."
-            )
-        feeds = {**self.constants(), **embedding.features, **text.features}
-        sig = self.decoder.signature
-        if self._has_slots:
-            coords, labels, padding = exemplar_slots(boxes_cxcywh, box_labels, self._slots,
-                                                     self.layout)
-            for name, value in zip(SLOT_INPUTS, (coords, labels, padding), strict=True):
-                feeds[name] = as_declared(value, sig.input(name))
-        for axis, name in enumerate(SIZE_INPUTS):
-            if name in sig.input_names:
-                feeds[name] = as_declared(embedding.image_shape[axis], sig.input(name))
-        return feeds
-
-    def detect(
-        self,
-        embedding: Embedding,
-        text: TextEmbedding,
-        boxes_cxcywh: np.ndarray | None = None,
-        box_labels: np.ndarray | None = None,
-    ) -> Detections:
-        feeds = self.decoder_feeds(embedding, text, boxes_cxcywh, box_labels)
-        return self._detections(self.decoder.run(self.decoder_outputs, feeds))
+        self.require(Capability.TEXT)
+        return self.concepts.decoder_feeds(embedding, text, boxes_cxcywh, box_labels)
 
     def _detections(self, out: Mapping[str, np.ndarray]) -> Detections:
         raise NotImplementedError
 
+    @override
     def close(self) -> None:
         for session in (self.encoder, self.language, self.decoder):
             session.close()

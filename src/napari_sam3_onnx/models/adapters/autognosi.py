@@ -20,9 +20,11 @@ another workflow asks for the same image.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Detections, Embedding, MaskCandidates, SamAdapter, TextEmbedding
 from ..errors import CapabilityError, LayoutMismatchError
@@ -31,7 +33,7 @@ from ..runtime import LazySession, RuntimeConfig
 from . import _assumptions as asm
 from ._common import as_float32, encoder_feed, fixed_dim, require_names, spatial_size
 from ._concepts import EOT, as_declared, find_graph, missing_graphs, sigmoid, token_feed
-from ._padding import decide_padding, with_padding
+from ._padding import PaddingDecision, decide_padding, with_padding
 
 FPN = ("fpn_0", "fpn_1", "fpn_2")
 EMBEDDINGS = ("image_embeddings_0", "image_embeddings_1", "image_embeddings_2")
@@ -92,12 +94,61 @@ def _image_input(sig: GraphSignature, layout: str) -> TensorInfo:
     return sig.inputs[0]
 
 
+@dataclass
+class AutognosiPromptDecoder:
+    """The prompt decoder on the tracker encoder's features, as a :class:`~..roles.PromptDecoder`.
+
+    It takes ``image_embeddings_0/1/2``, ``input_points [1,1,N,2]`` and ``input_labels [1,1,N]``
+    and no mask prompt; ``check`` refuses an embedding without the tracker features.
+    """
+
+    session: LazySession
+    padding: PaddingDecision
+    layout: str
+    check: Callable[[Embedding], None]
+    accepts_mask_input: bool = False
+
+    @property
+    def mask_size(self) -> tuple[int, int]:
+        """``(height, width)`` of ``pred_masks``."""
+        sig = self.session.signature
+        return spatial_size(sig.output("pred_masks"), self.layout, sig.path.name)
+
+    def predict_masks(
+        self,
+        embedding: Embedding,
+        points_xy: np.ndarray,
+        labels: np.ndarray,
+        mask_input: np.ndarray | None = None,
+    ) -> MaskCandidates:
+        """Decode ``(N, 2)`` model-input ``(x, y)`` points with ``(N,)`` labels."""
+        if mask_input is not None:
+            raise ValueError(f"the {self.layout} prompt decoder takes no mask prompt")
+        self.check(embedding)
+        pts = np.asarray(points_xy, np.float32).reshape(-1, 2)
+        labs = np.asarray(labels).reshape(-1)
+        if len(pts) == 0 or len(pts) != len(labs):
+            raise ValueError(f"need one label per point, got {len(pts)} points, {len(labs)} labels")
+        pts, labs = with_padding(pts, labs, self.padding)
+        sig = self.session.signature
+        feeds = {n: embedding.features[n] for n in EMBEDDINGS}
+        feeds["input_points"] = as_declared(pts[None, None], sig.input("input_points"))
+        feeds["input_labels"] = as_declared(labs[None, None], sig.input("input_labels"))
+        out = self.session.run(PROMPT_OUT, feeds)
+        logits = out["pred_masks"].reshape(-1, *self.mask_size).astype(np.float32)
+        return MaskCandidates(
+            logits=logits,
+            iou=out["iou_scores"].reshape(-1).astype(np.float32),
+            object_score=float(out["object_score_logits"].reshape(-1)[0]),
+            single_mask_first=logits.shape[0] == 4,
+        )
+
+
 class AutognosiAdapter(SamAdapter):
     """Text search (no exemplars) plus clicks and boxes through the prompt decoder."""
 
     layout = "autognosi-int8"
-    capabilities = frozenset({Capability.ENCODE, Capability.TEXT, Capability.CLICKS,
-                              Capability.BOXES})
+    capabilities = frozenset({Capability.ENCODE, Capability.TEXT})
     #: "big" or "little" once decided (or set by the user); None: not decided yet.
     bit_order: str | None = None
 
@@ -134,8 +185,12 @@ class AutognosiAdapter(SamAdapter):
         #: Does the prompt decoder append SAM's padding point itself?
         self.padding = decide_padding(graphs["prompt_decoder"], "input_points", "input_labels",
                                       True)
+        self._attach_prompt_decoder(AutognosiPromptDecoder(
+            self.sessions["prompt_decoder"], self.padding, self.layout,
+            lambda embedding: self._check(embedding, Capability.CLICKS)))  # clicks, boxes
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         order = self.bit_order or "not decided yet (big until a detection tells)"
         return {
             "padding": asm.padding(self.padding),
@@ -152,16 +207,19 @@ class AutognosiAdapter(SamAdapter):
         return self.sessions[role].path.name
 
     @property
-    def input_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def input_size(self) -> tuple[int, int]:
         return spatial_size(self._vision, self.layout, self._name("vision_encoder"))
 
     @property
-    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def mask_size(self) -> tuple[int, int]:
         sig = self.sessions["prompt_decoder"].signature
         return spatial_size(sig.output("pred_masks"), self.layout, sig.path.name)
 
     @property
-    def context_length(self) -> int:  # noqa: D102
+    @override
+    def context_length(self) -> int:
         sig = self.sessions["text_encoder"].signature
         return fixed_dim(sig.input("input_ids"), 1, self.layout, sig.path.name)
 
@@ -173,7 +231,8 @@ class AutognosiAdapter(SamAdapter):
         """One ViT pass: the detector's ``fpn_*`` for text, the tracker's for clicks/boxes."""
         return self._run_encoders(rgb, (ENCODER_FOR[need],))
 
-    def lacks(self, embedding: Embedding, need: Capability) -> bool:  # noqa: D102
+    @override
+    def lacks(self, embedding: Embedding, need: Capability) -> bool:
         return any(n not in embedding.features for n in OUTPUTS_OF[ENCODER_FOR[need]])
 
     def complete(self, embedding: Embedding, rgb: np.ndarray, need: Capability) -> Embedding:
@@ -212,7 +271,8 @@ class AutognosiAdapter(SamAdapter):
         return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids),
                              {"text_features": out["text_features"], "attention_mask": mask})
 
-    def detect(  # noqa: D102
+    @override
+    def detect(
         self,
         embedding: Embedding,
         text: TextEmbedding,
@@ -241,34 +301,7 @@ class AutognosiAdapter(SamAdapter):
         self.bit_order = min(err, key=err.__getitem__)
         return self.bit_order
 
-    def predict_masks(  # noqa: D102
-        self,
-        embedding: Embedding,
-        points_xy: np.ndarray,
-        labels: np.ndarray,
-        mask_input: np.ndarray | None = None,
-    ) -> MaskCandidates:
-        if mask_input is not None:
-            raise ValueError(f"the {self.layout} prompt decoder takes no mask prompt")
-        self._check(embedding, Capability.CLICKS)
-        pts = np.asarray(points_xy, np.float32).reshape(-1, 2)
-        labs = np.asarray(labels).reshape(-1)
-        if len(pts) == 0 or len(pts) != len(labs):
-            raise ValueError(f"need one label per point, got {len(pts)} points, {len(labs)} labels")
-        pts, labs = with_padding(pts, labs, self.padding)
-        sig = self.sessions["prompt_decoder"].signature
-        feeds = {n: embedding.features[n] for n in EMBEDDINGS}
-        feeds["input_points"] = as_declared(pts[None, None], sig.input("input_points"))
-        feeds["input_labels"] = as_declared(labs[None, None], sig.input("input_labels"))
-        out = self.sessions["prompt_decoder"].run(PROMPT_OUT, feeds)
-        logits = out["pred_masks"].reshape(-1, *self.mask_size).astype(np.float32)
-        return MaskCandidates(
-            logits=logits,
-            iou=out["iou_scores"].reshape(-1).astype(np.float32),
-            object_score=float(out["object_score_logits"].reshape(-1)[0]),
-            single_mask_first=logits.shape[0] == 4,
-        )
-
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         for session in self.sessions.values():
             session.close()

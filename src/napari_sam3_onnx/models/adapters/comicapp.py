@@ -21,26 +21,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from typing_extensions import override
 
-from ..base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
-from ..errors import CapabilityError, LayoutMismatchError
+from ..base import Capability, Embedding, SamAdapter, TextEmbedding
+from ..errors import LayoutMismatchError
 from ..graph_info import GraphSignature, TensorInfo
 from ..runtime import LazySession, RuntimeConfig
 from . import _assumptions as asm
+from ._comic_detector import OUTPUTS, ComicDetector
 from ._common import as_float32, encoder_feed, fixed_dim, spatial_size
 from ._concepts import (
-    EOT,
-    as_declared,
-    cxcywh_to_xyxy,
-    exemplar_slots,
     missing_graphs,
-    sigmoid,
-    slot_count,
-    token_feed,
 )
-from ._introspect import batch_first, classify_inputs
+from ._introspect import classify_inputs
 
-OUTPUTS = ("pred_logits", "pred_boxes", "pred_masks", "presence_logit")
 WANTED = {
     "encoder": "one [1,3,S,S] image input -> four feature levels",
     "language": "tokens or input_ids -> text features",
@@ -119,12 +113,18 @@ class ComicAppAdapter(SamAdapter):
                 f"{[(t.name, t.shape) for t in lang.outputs]}")
         self._exemplar_role = next((r for r in ("box", "side") if r in self.prompts
                                     and "box_coords" in self.prompts[r][1]), None)
-        caps = {Capability.ENCODE, Capability.TEXT}
-        if self._exemplar_role:
-            caps |= {Capability.EXEMPLARS, Capability.BOXES}
-        self.capabilities = frozenset(caps)
+        self.capabilities = frozenset({Capability.ENCODE})
+        #: The concept-detector role (language encoder + prompt graphs).
+        self.concepts = ComicDetector(
+            language=self.language, prompts=self.prompts, levels=self._levels,
+            layout=self.layout, hf=self._hf, ids_name=self._ids_name, text_out=self._text_out,
+            mask_out=self._mask_out, context_length=self._context,
+            exemplar_role=self._exemplar_role,
+        )
+        self._attach_detector(self.concepts, exemplars=self._exemplar_role is not None)
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         out = {
             "normalisation": asm.normalisation(self._image, self.encoder.path.name),
             "mask kind": ("logits", asm.CONTRACT),
@@ -142,24 +142,14 @@ class ComicAppAdapter(SamAdapter):
         return out
 
     @property
-    def input_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def input_size(self) -> tuple[int, int]:
         return spatial_size(self._image, self.layout, self.encoder.path.name)
 
     @property
-    def mask_size(self) -> tuple[int, int]:  # noqa: D102
-        sig = self.prompts["side"][0].signature
-        return spatial_size(sig.output("pred_masks"), self.layout, sig.path.name)
-
-    @property
-    def max_exemplars(self) -> int | None:  # noqa: D102
-        if self._exemplar_role is None:
-            return 0
-        info = self.prompts[self._exemplar_role][1]["box_coords"]
-        return slot_count(info, 1 if batch_first(info) else 0)
-
-    @property
-    def context_length(self) -> int:  # noqa: D102
-        return self._context
+    @override
+    def mask_size(self) -> tuple[int, int]:
+        return self.concepts.mask_size
 
     def encode(self, rgb: np.ndarray) -> Embedding:
         """Encode a ``(rows, cols, 3)`` uint8 RGB image; only the first three levels are kept."""
@@ -170,64 +160,10 @@ class ComicAppAdapter(SamAdapter):
 
     def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
         """Run the language encoder; features are kept as ``text [T, C]`` and ``valid [T]``."""
-        ids = token_feed(token_ids, self._context, pad=EOT if self._hf else 0)
-        valid = np.zeros(self._context, bool)
-        valid[: len(token_ids)] = True
-        feeds = {self._ids_name: ids, "attention_mask": valid[None].astype(np.int64)}
-        wanted = [self._text_out] + ([] if self._hf else [self._mask_out])
-        out = self.language.run(wanted, feeds)  # type: ignore[arg-type]
-        feat = np.asarray(out[self._text_out], np.float32)
-        feat = feat[0] if feat.shape[0] == 1 else feat[:, 0]
-        if not self._hf:
-            valid = ~np.asarray(out[self._mask_out]).reshape(-1).astype(bool)
-        return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids),
-                             {"text": feat, "valid": valid})
+        self.require(Capability.TEXT)
+        return self.concepts.encode_text(token_ids, text)
 
-    def detect(  # noqa: D102
-        self,
-        embedding: Embedding,
-        text: TextEmbedding,
-        boxes_cxcywh: np.ndarray | None = None,
-        box_labels: np.ndarray | None = None,
-    ) -> Detections:
-        given = boxes_cxcywh is not None and len(boxes_cxcywh) > 0
-        if given and self._exemplar_role is None:
-            raise CapabilityError(self.layout, Capability.EXEMPLARS.value)
-        session, roles = self.prompts[self._exemplar_role if given else "side"]  # type: ignore
-        feeds = {roles[f"feature_{i}"].name: as_declared(embedding.features[t.name],
-                                                         roles[f"feature_{i}"])
-                 for i, t in enumerate(self._levels) if f"feature_{i}" in roles}
-        t_info, m_info = roles["text_features"], roles["text_mask"]
-        feat, valid = text.features["text"], text.features["valid"]
-        feeds[t_info.name] = as_declared(feat[None] if batch_first(t_info) else feat[:, None],
-                                         t_info)
-        mask = ~valid if m_info.dtype == "bool" else valid
-        feeds[m_info.name] = as_declared(mask[None] if batch_first(m_info) else mask[:, None],
-                                         m_info)
-        if "box_coords" in roles:
-            slots = slot_count(roles["box_coords"], 1 if batch_first(roles["box_coords"]) else 0)
-            coords, labels, padding = exemplar_slots(boxes_cxcywh, box_labels, slots, self.layout)
-            if "valid" in roles["box_padding"].name.lower():
-                padding = ~padding
-            for role, value in (("box_coords", coords), ("box_labels", labels),
-                                ("box_padding", padding)):
-                info = roles[role]
-                value = value[None] if batch_first(info) else value[:, None]
-                feeds[info.name] = as_declared(value, info)
-        for axis, role in enumerate(("height", "width")):
-            if role in roles:
-                feeds[roles[role].name] = as_declared(embedding.image_shape[axis], roles[role])
-        out = session.run(OUTPUTS, feeds)
-        logits = np.asarray(out["pred_logits"], np.float32).reshape(-1)
-        n = logits.shape[0]
-        return Detections(
-            scores=sigmoid(logits) * sigmoid(np.asarray(out["presence_logit"]).reshape(-1)[0]),
-            boxes=cxcywh_to_xyxy(out["pred_boxes"]).reshape(n, 4),
-            masks=np.asarray(out["pred_masks"], np.float32).reshape(n, *self.mask_size),
-            mask_kind="logits",
-            min_score=0.0,
-        )
-
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         for session in (self.encoder, self.language, *(s for s, _ in self.prompts.values())):
             session.close()

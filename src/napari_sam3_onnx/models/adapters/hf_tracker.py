@@ -12,8 +12,10 @@ The decoder is multimask-only: candidates are SAM's three multimask outputs.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Embedding, MaskCandidates, SamAdapter
 from ..graph_info import GraphSignature
@@ -26,11 +28,55 @@ DECODER_INPUTS = ("input_points", "input_labels", "input_boxes", *EMBEDDINGS)
 DECODER_OUTPUTS = ("iou_scores", "pred_masks", "object_score_logits")
 
 
+@dataclass
+class HfPromptDecoder:
+    """The HF tracker's prompt decoder, as a :class:`~..roles.PromptDecoder`.
+
+    Boxes travel in ``input_boxes [1,B,4]`` (x0, y0, x1, y1), clicks in ``input_points
+    [1,1,N,2]`` / ``input_labels [1,1,N]``; the graph pads them itself and takes no mask prompt.
+    """
+
+    session: LazySession
+    mask_size: tuple[int, int]
+    accepts_mask_input: bool = False
+
+    def predict_masks(
+        self,
+        embedding: Embedding,
+        points_xy: np.ndarray,
+        labels: np.ndarray,
+        mask_input: np.ndarray | None = None,
+    ) -> MaskCandidates:
+        """Decode clicks (labels 0/1) and a box (labels 2, 3); ``mask_input`` is not used."""
+        points_xy = np.asarray(points_xy, np.float32).reshape(-1, 2)
+        labels = np.asarray(labels, np.int64).reshape(-1)
+        tl, br = labels == 2, labels == 3
+        boxes = np.concatenate([points_xy[tl], points_xy[br]], axis=1) if tl.any() else (
+            np.zeros((0, 4), np.float32)
+        )
+        clicks = ~(tl | br)
+        pts, labs = points_xy[clicks], labels[clicks]
+        if len(pts) == 0:  # a box alone: one padding point (label -1), as SAM pads
+            pts, labs = np.zeros((1, 2), np.float32), np.full(1, -1, np.int64)
+        feeds = {
+            "input_points": pts[None, None].astype(np.float32),
+            "input_labels": labs[None, None],
+            "input_boxes": boxes[None].astype(np.float32),
+            **embedding.features,
+        }
+        out = self.session.run(DECODER_OUTPUTS, feeds)
+        return MaskCandidates(
+            logits=out["pred_masks"].reshape(-1, *self.mask_size).astype(np.float32),
+            iou=out["iou_scores"].reshape(-1).astype(np.float32),
+            object_score=float(out["object_score_logits"].reshape(-1)[0]),
+            single_mask_first=False,
+        )
+
+
 class HfTrackerAdapter(SamAdapter):
     """Clicks and boxes with the HF-style tracker pair (no text, no memory graphs)."""
 
     layout = "hf-tracker"
-    capabilities = frozenset({Capability.ENCODE, Capability.CLICKS, Capability.BOXES})
 
     @classmethod
     def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
@@ -60,8 +106,11 @@ class HfTrackerAdapter(SamAdapter):
         self._mask_size = spatial_size(
             graphs["decoder"].output("pred_masks"), self.layout, graphs["decoder"].path.name
         )
+        self.capabilities = frozenset({Capability.ENCODE})
+        self._attach_prompt_decoder(HfPromptDecoder(self.decoder, self._mask_size))  # clicks, boxes
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         return {
             "padding": ("graph pads (boxes travel in input_boxes; a box alone gets one "
                         "(0, 0, -1) point)", asm.CONTRACT),
@@ -71,48 +120,20 @@ class HfTrackerAdapter(SamAdapter):
         }
 
     @property
-    def input_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def input_size(self) -> tuple[int, int]:
         return spatial_size(self._input, self.layout, self.encoder.path.name)
 
     @property
-    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def mask_size(self) -> tuple[int, int]:
         return self._mask_size
 
-    def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
+    @override
+    def encode(self, rgb: np.ndarray) -> Embedding:
         return encode_image(self.encoder, self._input, self.layout, rgb, EMBEDDINGS)
 
-    def predict_masks(  # noqa: D102
-        self,
-        embedding: Embedding,
-        points_xy: np.ndarray,
-        labels: np.ndarray,
-        mask_input: np.ndarray | None = None,
-    ) -> MaskCandidates:
-        self._require(Capability.CLICKS)
-        points_xy = np.asarray(points_xy, np.float32).reshape(-1, 2)
-        labels = np.asarray(labels, np.int64).reshape(-1)
-        tl, br = labels == 2, labels == 3
-        boxes = np.concatenate([points_xy[tl], points_xy[br]], axis=1) if tl.any() else (
-            np.zeros((0, 4), np.float32)
-        )
-        clicks = ~(tl | br)
-        pts, labs = points_xy[clicks], labels[clicks]
-        if len(pts) == 0:  # a box alone: one padding point (label -1), as SAM pads
-            pts, labs = np.zeros((1, 2), np.float32), np.full(1, -1, np.int64)
-        feeds = {
-            "input_points": pts[None, None].astype(np.float32),
-            "input_labels": labs[None, None],
-            "input_boxes": boxes[None].astype(np.float32),
-            **embedding.features,
-        }
-        out = self.decoder.run(DECODER_OUTPUTS, feeds)
-        return MaskCandidates(
-            logits=out["pred_masks"].reshape(-1, *self._mask_size).astype(np.float32),
-            iou=out["iou_scores"].reshape(-1).astype(np.float32),
-            object_score=float(out["object_score_logits"].reshape(-1)[0]),
-            single_mask_first=False,
-        )
-
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         self.encoder.close()
         self.decoder.close()

@@ -31,10 +31,11 @@ a ``pointer_tpos.onnx`` graph when the bundle has either (:mod:`._pointer_pos`),
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Embedding, MaskCandidates, SamAdapter
 from ..errors import LayoutMismatchError, ModelFileMissingError
@@ -46,6 +47,7 @@ from . import _assumptions as asm
 from . import _memory as mem
 from . import _tracker_util as tu
 from ._common import as_float32, fixed_dim, spatial_size
+from ._jax_memory import MEMENC_OUTPUTS, JaxMemory
 from ._padding import PaddingDecision, decide_padding, with_padding
 from ._pointer_pos import PointerEncoding, find_pointer_encoding
 
@@ -54,7 +56,6 @@ DECODER_INPUTS = (*FEATS, "input_points", "input_labels")
 DECODER_OUTPUTS = ("pred_masks", "high_res_masks", "iou_scores", "object_pointer",
                    "object_score_logits")
 MEMENC_INPUTS = ("vision_features", "pred_masks_high_res", "is_mask_from_pts")
-MEMENC_OUTPUTS = ("memory_tokens", "memory_pos_enc")
 ATTENTION_INPUTS = ("current_vision_features", "current_vision_position_embeddings",
                     "spatial_memory", "spatial_memory_position_embeddings", "pointer_memory",
                     "pointer_memory_position_embeddings")
@@ -143,10 +144,9 @@ class JaxVideoAdapter(SamAdapter):
                                if has_memory else None)
         self._config = config
         self.pointer_encoding: PointerEncoding | None = None
-        self._load_constants(folder / "constants.json", has_memory)
+        self.capabilities = frozenset({Capability.ENCODE, Capability.CLICKS, Capability.BOXES})
         self._pos2: np.ndarray | None = None
-        caps = {Capability.ENCODE, Capability.CLICKS, Capability.BOXES}
-        self.capabilities = frozenset(caps | ({Capability.MEMORY} if has_memory else set()))
+        self._load_constants(folder / "constants.json", has_memory)  # attaches the memory
 
     def _load_constants(self, path: Path, has_memory: bool) -> None:
         if not path.is_file():
@@ -168,16 +168,23 @@ class JaxVideoAdapter(SamAdapter):
             raise LayoutMismatchError(self.layout, path.name, f"{key} has "
                                       f"{self.no_mem_embed.shape[1]} values, feats2 "
                                       f"{self._channels} channels")
-        if has_memory:
+        encoder, attention = self.memory_encoder, self.memory_attention
+        if has_memory and encoder is not None and attention is not None:
             self._tpos = np.asarray(consts[TPOS_KEY], np.float32)
             self.memory_settings = mem.settings_from(
                 {"num_maskmem": len(self._tpos), **consts})
-            men = self.memory_encoder.signature
-            self._memory_mask_size = spatial_size(men.input("pred_masks_high_res"), self.layout,
-                                                  men.path.name)
+            men = encoder.signature
             self.pointer_encoding = find_pointer_encoding(
                 consts, path.parent, path.name, self._memory_channels(), self._channels,
                 self._config, self.layout)
+            self._attach_memory(JaxMemory(
+                encoder=encoder, attention=attention, layout=self.layout,
+                memory_settings=self.memory_settings, tpos=self._tpos,
+                mask_size=spatial_size(men.input("pred_masks_high_res"), self.layout,
+                                       men.path.name),
+                channels=self._channels, grid=self._grid,
+                pointer_encoding=self.pointer_encoding, position=self._vision_position,
+            ))
 
     def _memory_channels(self) -> int:
         """``C_m`` as the memory encoder (else memory attention) declares it; SAM 3's 64."""
@@ -187,7 +194,8 @@ class JaxVideoAdapter(SamAdapter):
                 return int(info.shape[-1])
         return 64
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         out = {
             "padding": asm.padding(self.padding),
             "normalisation": (f"x / 255, (x - {[round(float(v), 4) for v in self.image_mean]})"
@@ -211,20 +219,15 @@ class JaxVideoAdapter(SamAdapter):
                                            f"constants.json {TPOS_KEY}")
         return out
 
-    @property
-    def memory_note(self) -> str:  # noqa: D102
-        if self.pointer_encoding is None or not self.pointer_encoding.is_zeros:
-            return ""
-        return ("object pointers without their temporal encoding (the bundle ships no "
-                "obj_ptr_tpos_proj in constants.json and no pointer_tpos.onnx)")
-
     # ---- geometry -----------------------------------------------------------------------
     @property
-    def input_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def input_size(self) -> tuple[int, int]:
         return spatial_size(self._input, self.layout, self.encoder.path.name)
 
     @property
-    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def mask_size(self) -> tuple[int, int]:
         return self._mask_size
 
     # ---- image path ---------------------------------------------------------------------
@@ -237,7 +240,8 @@ class JaxVideoAdapter(SamAdapter):
         dtype = np.float16 if self._input.dtype == "float16" else np.float32
         return np.ascontiguousarray(x.transpose(2, 0, 1)[None], dtype=dtype)
 
-    def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
+    @override
+    def encode(self, rgb: np.ndarray) -> Embedding:
         names = [*FEATS, *(["pos2"] if self.has(Capability.MEMORY) and self._pos2 is None
                            else [])]
         out = as_float32(self.encoder.run(names, {"pixel_values": self._feed(rgb)}))
@@ -245,14 +249,15 @@ class JaxVideoAdapter(SamAdapter):
             self._pos2 = out.pop("pos2")
         return Embedding(out, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
 
-    def predict_masks(  # noqa: D102
+    @override
+    def predict_masks(
         self,
         embedding: Embedding,
         points_xy: np.ndarray,
         labels: np.ndarray,
         mask_input: np.ndarray | None = None,
     ) -> MaskCandidates:
-        self._require(Capability.CLICKS)
+        self.require(Capability.CLICKS)
         if mask_input is not None:
             raise ValueError("the jax-video decoder takes no mask_input")
         pts, labs = tu.order_prompt(points_xy, labels)
@@ -279,68 +284,15 @@ class JaxVideoAdapter(SamAdapter):
             extras={"object_pointer": out["object_pointer"].reshape(-1).astype(np.float32)},
         )
 
-    # ---- memory path --------------------------------------------------------------------
-    def memory_encode(  # noqa: D102
-        self,
-        embedding: Embedding,
-        mask_logits: np.ndarray,
-        object_score: float,
-        is_mask_from_points: bool,
-    ) -> mem.MemoryFrame:
-        # features / pos_enc: (T, C_m) tokens
-        self._require(Capability.MEMORY)
-        sig = self.memory_encoder.signature
-        feeds = {
-            "vision_features": embedding.features["feats2"],
-            "pred_masks_high_res": tu.mask_for_memory(mask_logits, self._memory_mask_size),
-            "is_mask_from_pts": tu.feed_like(sig.input("is_mask_from_pts"),
-                                             bool(is_mask_from_points)),
-        }
-        if "object_score_logits" in sig.input_names:  # inferred SAM 3 extra (model-contracts 7.1)
-            feeds["object_score_logits"] = tu.feed_like(sig.input("object_score_logits"),
-                                                        object_score)
-        out = self.memory_encoder.run(MEMENC_OUTPUTS, feeds)
-        cm = out["memory_tokens"].shape[-1]
-        return mem.MemoryFrame(out["memory_tokens"].reshape(-1, cm).astype(np.float32),
-                               out["memory_pos_enc"].reshape(-1, cm).astype(np.float32))
-
-    def memory_attend(  # noqa: D102
-        self,
-        embedding: Embedding,
-        memories: Sequence[mem.MemoryFrame],
-        memory_rows: Sequence[int],
-        pointers: np.ndarray,
-        pointer_offsets: Sequence[float],
-    ) -> Embedding:
-        self._require(Capability.MEMORY)
-        rows, ptrs, offs = mem.check_memory_args(memories, memory_rows, pointers, pointer_offsets,
-                                              self.memory_settings, self._channels)
-        cm = memories[0].features.shape[-1]
-        if self._channels % cm:
-            raise LayoutMismatchError(self.layout, self.memory_encoder.path.name,
-                                      f"{cm}-d memory tokens do not divide {self._channels}-d "
-                                      "object pointers")
+    def _vision_position(self) -> np.ndarray:
+        """``pos2``, the top-level feature's position encoding (one blank encode if needed)."""
         if self._pos2 is None:  # constant; computed once from a blank image
             self.encode(np.zeros((*self.input_size, 3), np.uint8))
-        spatial = np.concatenate([m.features for m in memories])[:, None, :]
-        spatial_pos = np.concatenate([m.pos_enc + self._tpos[r] for m, r in
-                                      zip(memories, rows, strict=True)])[:, None, :]
-        ptr_tokens = ptrs.reshape(-1, 1, cm)  # pointer p -> tokens ptr[j*C_m:(j+1)*C_m]
-        # SAM 3: offset / (max_ptrs - 1); the engine scales offsets for this fixed divisor
-        norm = max(1, (self.memory_settings.max_obj_ptrs or 16) - 1)
-        ptr_pos = self.pointer_encoding.tokens(offs / np.float32(norm))
-        out = self.memory_attention.run(["conditioned_features"], {
-            "current_vision_features": tu.nchw_to_tokens(embedding.features["feats2"]),
-            "current_vision_position_embeddings": (
-                self._pos2 if self._pos2.ndim == 3 else tu.nchw_to_tokens(self._pos2)),
-            "spatial_memory": spatial.astype(np.float32),
-            "spatial_memory_position_embeddings": spatial_pos.astype(np.float32),
-            "pointer_memory": ptr_tokens,
-            "pointer_memory_position_embeddings": ptr_pos.astype(np.float32),
-        })
-        fused = tu.tokens_to_nchw(out["conditioned_features"], self._channels, self._grid)
-        return mem.conditioned(embedding, fused)
+        if self._pos2 is None:  # encode() keeps it whenever the memory graphs are there
+            raise LayoutMismatchError(self.layout, self.encoder.path.name, "no pos2 output")
+        return self._pos2
 
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         tu.close_all(self.encoder, *self.decoders.values(), self.memory_attention,
                      self.memory_encoder, self.pointer_encoding)

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Detections, Embedding, MaskCandidates, SamAdapter, TextEmbedding
 from ..errors import BundleFileError, LayoutMismatchError, ModelFileMissingError
@@ -149,25 +150,30 @@ class NsoAdapter(SamAdapter):
 
     # ---- geometry -----------------------------------------------------------------------
     @property
-    def input_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def input_size(self) -> tuple[int, int]:
         return spatial_size(self._input, self.layout, self.encoder.path.name)
 
     @property
-    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def mask_size(self) -> tuple[int, int]:
         return self._mask_size
 
     @property
-    def max_exemplars(self) -> int | None:  # noqa: D102
+    @override
+    def max_exemplars(self) -> int | None:
         return self._slots if self.detector is not None else None
 
     @property
-    def context_length(self) -> int:  # noqa: D102
-        self._require(Capability.TEXT)
+    @override
+    def context_length(self) -> int:
+        self.require(Capability.TEXT)
         return fixed_dim(self.language.signature.input("tokens"), 1, self.layout,
                          self.language.path.name)
 
     @property
-    def accepts_mask_input(self) -> bool:  # noqa: D102
+    @override
+    def accepts_mask_input(self) -> bool:
         return True
 
     @property
@@ -175,7 +181,8 @@ class NsoAdapter(SamAdapter):
         """``(1, C, 1, 1)`` float32 added to the raw feature on prompted slices."""
         return self._no_mem
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         out = {
             "padding": asm.padding(self.padding),
             "normalisation": asm.normalisation(self._input, self.encoder.path.name),
@@ -193,17 +200,19 @@ class NsoAdapter(SamAdapter):
         return out
 
     # ---- image path ---------------------------------------------------------------------
-    def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
+    @override
+    def encode(self, rgb: np.ndarray) -> Embedding:
         return encode_image(self.encoder, self._input, self.layout, rgb, self._encoder_outputs)
 
-    def predict_masks(  # noqa: D102
+    @override
+    def predict_masks(
         self,
         embedding: Embedding,
         points_xy: np.ndarray,
         labels: np.ndarray,
         mask_input: np.ndarray | None = None,
     ) -> MaskCandidates:
-        self._require(Capability.CLICKS)
+        self.require(Capability.CLICKS)
         pts, labs = tu.order_prompt(points_xy, labels)
         n_points = len(labs)
         if n_points == 0:  # SAM's empty prompt (a tracked slice): one point (0, 0), label -1
@@ -231,13 +240,14 @@ class NsoAdapter(SamAdapter):
                               object_score=float(out["object_score_logits"].reshape(-1)[0]),
                               single_mask_first=True, extras={"object_pointer": pointers[k]})
 
-    def predict_point_batch(  # noqa: D102
+    @override
+    def predict_point_batch(
         self, embedding: Embedding, points_xy: np.ndarray
     ) -> list[MaskCandidates]:
         pts = np.asarray(points_xy, np.float32).reshape(-1, 2)
         if not self._batched or len(pts) <= 1:
             return super().predict_point_batch(embedding, pts)
-        self._require(Capability.CLICKS)
+        self.require(Capability.CLICKS)
         feats = embedding.features
         top = feats.get(mem.CONDITIONED)
         if top is None:
@@ -260,20 +270,22 @@ class NsoAdapter(SamAdapter):
                 for b in range(len(pts))]
 
     # ---- concept path -------------------------------------------------------------------
-    def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:  # noqa: D102
-        self._require(Capability.TEXT)
+    @override
+    def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
+        self.require(Capability.TEXT)
         feed = token_feed(token_ids, self.context_length, pad=0)
         out = self.language.run(ROLES["language"][1], {"tokens": feed})
         return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids), out)
 
-    def detect(  # noqa: D102
+    @override
+    def detect(
         self,
         embedding: Embedding,
         text: TextEmbedding,
         boxes_cxcywh: np.ndarray | None = None,
         box_labels: np.ndarray | None = None,
     ) -> Detections:
-        self._require(Capability.TEXT)
+        self.require(Capability.TEXT)
         missing = [n for n in DET if n not in embedding.features]
         missing += [n for n in ("text_features", "text_mask") if n not in text.features]
         if missing:
@@ -299,7 +311,8 @@ class NsoAdapter(SamAdapter):
             mask_kind="logits", min_score=0.0)
 
     # ---- memory path --------------------------------------------------------------------
-    def memory_encode(  # noqa: D102
+    @override
+    def memory_encode(
         self,
         embedding: Embedding,
         mask_logits: np.ndarray,
@@ -307,7 +320,7 @@ class NsoAdapter(SamAdapter):
         is_mask_from_points: bool,
     ) -> mem.MemoryFrame:
         # features: (C_m, g, g); pos_enc: the bundle's one constant array (shared, not copied)
-        self._require(Capability.MEMORY)
+        self.require(Capability.MEMORY)
         sig = self.memory_encoder.signature
         out = self.memory_encoder.run(ROLES["memory_encoder"][1], {
             "trk_feat_2": embedding.features["trk_feat_2"],
@@ -318,7 +331,8 @@ class NsoAdapter(SamAdapter):
         })
         return mem.MemoryFrame(out["memory_feat"][0].astype(np.float32), self._maskmem_pos)
 
-    def memory_attend(  # noqa: D102
+    @override
+    def memory_attend(
         self,
         embedding: Embedding,
         memories: Sequence[mem.MemoryFrame],
@@ -326,7 +340,7 @@ class NsoAdapter(SamAdapter):
         pointers: np.ndarray,
         pointer_offsets: Sequence[float],
     ) -> Embedding:
-        self._require(Capability.MEMORY)
+        self.require(Capability.MEMORY)
         rows, ptrs, offs = mem.check_memory_args(memories, memory_rows, pointers,
                                                  pointer_offsets, self.memory_settings,
                                                  self._channels)
@@ -338,6 +352,7 @@ class NsoAdapter(SamAdapter):
         })
         return mem.conditioned(embedding, out["conditioned_feat"].astype(np.float32))
 
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         tu.close_all(self.encoder, self.decoder, self.language, self.detector,
                      self.memory_encoder, self.memory_attention)

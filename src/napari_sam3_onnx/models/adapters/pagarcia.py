@@ -32,10 +32,11 @@ exporter's own runtime does (pitfall 12.14).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+from typing_extensions import override
 
 from ..base import Capability, Embedding, MaskCandidates, SamAdapter
 from ..errors import LayoutMismatchError, ModelFileMissingError
@@ -47,6 +48,7 @@ from . import _memory as mem
 from . import _tracker_util as tu
 from ._common import encode_image, fixed_dim, require_names, spatial_size
 from ._padding import PaddingDecision, decide_padding, with_padding
+from ._pagarcia_memory import MEMENC_OUTPUTS, PagarciaMemory
 
 EMBEDDINGS = ("image_embeddings.0", "image_embeddings.1", "image_embeddings.2")
 DECODER_INPUTS = ("point_coords", "point_labels", "image_embed", "high_res_feats_0",
@@ -57,7 +59,6 @@ ATTENTION_INPUTS = ("current_vision_feat", "current_vision_pos_embed", "memory_o
                     "memory_mask_tpos_idx")
 MEMENC_INPUTS = ("pred_mask_high_res", "current_vision_feat", "object_score_logits",
                  "is_mask_from_points")
-MEMENC_OUTPUTS = ("maskmem_features", "maskmem_pos_enc")
 #: Decoder roles and the exporter's file-name base of each (used only to pair variants).
 DECODER_BASES = {"decoder_multi": "image_decoder", "decoder_single": "image_decoder_singlemask",
                  "decoder_mask_multi": "image_decoder_mask",
@@ -139,9 +140,8 @@ class PagarciaTrackerAdapter(SamAdapter):
             self.memory_attention = LazySession(att.path, config)
             self.memory_encoder = LazySession(men.path, config)
             token = tu.variant_token(att.path.stem, "memory_attention")
-        self._load_constants(first.path.parent, token)
-        caps = {Capability.ENCODE, Capability.CLICKS, Capability.BOXES}
-        self.capabilities = frozenset(caps | ({Capability.MEMORY} if has_att else set()))
+        self.capabilities = frozenset({Capability.ENCODE, Capability.CLICKS, Capability.BOXES})
+        self._load_constants(first.path.parent, token)  # attaches the memory graphs, if any
 
     def _load_constants(self, folder: Path, token: str | None) -> None:
         found = sorted(folder.glob("video_constants*.npz"))
@@ -163,7 +163,8 @@ class PagarciaTrackerAdapter(SamAdapter):
                 f"channels but the decoder's image_embed has {self._channels}",
             )
         self.constants_path = path
-        if self.memory_attention is None:
+        encoder = self.memory_encoder  # set together with the attention (see __init__)
+        if self.memory_attention is None or encoder is None:
             self.memory_settings = mem.settings_from(consts)
             return
         att = self.memory_attention.signature
@@ -180,19 +181,24 @@ class PagarciaTrackerAdapter(SamAdapter):
                 self.layout, path.name, f"current_vision_pos_embed is {got}; the memory "
                 f"attention needs ({n_tokens}, 1, {self._channels})",
             )
-        self._pos_embed = pos.astype(np.float32).reshape(n_tokens, 1, self._channels)
-        self._pointer_dim = fixed_dim(att.input("memory_obj_ptrs"), 1, self.layout, att.path.name)
-        men = self.memory_encoder.signature
-        self._memory_mask_size = spatial_size(men.input("pred_mask_high_res"), self.layout,
-                                              men.path.name)
+        men = encoder.signature
+        self._attach_memory(PagarciaMemory(
+            encoder=encoder, attention=self.memory_attention, feature=EMBEDDINGS[2],
+            memory_settings=self.memory_settings,
+            pos_embed=pos.astype(np.float32).reshape(n_tokens, 1, self._channels),
+            pointer_dim=fixed_dim(att.input("memory_obj_ptrs"), 1, self.layout, att.path.name),
+            mask_size=spatial_size(men.input("pred_mask_high_res"), self.layout, men.path.name),
+        ))  # memory
 
     # ---- geometry -----------------------------------------------------------------------
     @property
-    def input_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def input_size(self) -> tuple[int, int]:
         return spatial_size(self._input, self.layout, self.encoder.path.name)
 
     @property
-    def mask_size(self) -> tuple[int, int]:  # noqa: D102
+    @override
+    def mask_size(self) -> tuple[int, int]:
         return self._mask_size
 
     @property
@@ -205,7 +211,8 @@ class PagarciaTrackerAdapter(SamAdapter):
         """``(1, C, 1, 1)`` float32 added to the raw feature on prompted slices (from the npz)."""
         return self._no_mem
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         out = {
             "padding": asm.padding(self.padding),
             "normalisation": asm.normalisation(self._input, self.encoder.path.name),
@@ -220,17 +227,19 @@ class PagarciaTrackerAdapter(SamAdapter):
         return out
 
     # ---- image path ---------------------------------------------------------------------
-    def encode(self, rgb: np.ndarray) -> Embedding:  # noqa: D102
+    @override
+    def encode(self, rgb: np.ndarray) -> Embedding:
         return encode_image(self.encoder, self._input, self.layout, rgb, EMBEDDINGS)
 
-    def predict_masks(  # noqa: D102
+    @override
+    def predict_masks(
         self,
         embedding: Embedding,
         points_xy: np.ndarray,
         labels: np.ndarray,
         mask_input: np.ndarray | None = None,
     ) -> MaskCandidates:
-        self._require(Capability.CLICKS)
+        self.require(Capability.CLICKS)
         pts, labs = tu.order_prompt(points_xy, labels)
         feats = embedding.features
         top = feats.get(mem.CONDITIONED)
@@ -266,53 +275,7 @@ class PagarciaTrackerAdapter(SamAdapter):
             extras={"object_pointer": out["obj_ptr"].reshape(-1).astype(np.float32)},
         )
 
-    # ---- memory path --------------------------------------------------------------------
-    def memory_encode(  # noqa: D102
-        self,
-        embedding: Embedding,
-        mask_logits: np.ndarray,
-        object_score: float,
-        is_mask_from_points: bool,
-    ) -> mem.MemoryFrame:
-        # features / pos_enc: (C_m, g, g)
-        self._require(Capability.MEMORY)
-        sig = self.memory_encoder.signature
-        out = self.memory_encoder.run(MEMENC_OUTPUTS, {
-            "pred_mask_high_res": tu.mask_for_memory(mask_logits, self._memory_mask_size),
-            "current_vision_feat": embedding.features[EMBEDDINGS[2]],
-            "object_score_logits": tu.feed_like(sig.input("object_score_logits"), object_score),
-            "is_mask_from_points": tu.feed_like(sig.input("is_mask_from_points"),
-                                                bool(is_mask_from_points)),
-        })
-        return mem.MemoryFrame(out["maskmem_features"][0].astype(np.float32),
-                               out["maskmem_pos_enc"][0].astype(np.float32))
-
-    def memory_attend(  # noqa: D102
-        self,
-        embedding: Embedding,
-        memories: Sequence[mem.MemoryFrame],
-        memory_rows: Sequence[int],
-        pointers: np.ndarray,
-        pointer_offsets: Sequence[float],
-    ) -> Embedding:
-        # pointer offsets are raw distances: the graph divides by its fixed max_obj_ptrs - 1
-        self._require(Capability.MEMORY)
-        rows, ptrs, offs = mem.check_memory_args(memories, memory_rows, pointers,
-                                                 pointer_offsets, self.memory_settings,
-                                                 self._pointer_dim)
-        feats = np.stack([m.features for m in memories]).astype(np.float32)
-        pos = np.stack([m.pos_enc for m in memories]).astype(np.float32)
-        s = self.memory_settings
-        feats, pos, rows = (mem.zero_fill(a, s.max_memories) for a in (feats, pos, rows))
-        ptrs, offs = (mem.zero_fill(a, s.max_pointers) for a in (ptrs, offs))
-        out = self.memory_attention.run(["fused_feat"], {
-            "current_vision_feat": embedding.features[EMBEDDINGS[2]],
-            "current_vision_pos_embed": self._pos_embed, "memory_obj_ptrs": ptrs,
-            "memory_obj_tpos": offs, "memory_mask_feats": feats, "memory_mask_pos": pos,
-            "memory_mask_tpos_idx": rows,
-        })
-        return mem.conditioned(embedding, out["fused_feat"].astype(np.float32))
-
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         tu.close_all(self.encoder, *self.decoders.values(), self.memory_attention,
                      self.memory_encoder)

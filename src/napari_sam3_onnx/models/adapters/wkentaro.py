@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from typing_extensions import override
 
-from ..base import Capability, Detections, Embedding, MaskCandidates
+from ..base import Detections
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
 from . import _assumptions as asm
@@ -58,6 +59,7 @@ class WkentaroV03Adapter(WkFamilyAdapter):
     layout = "wkentaro-v0.3"
     decoder_outputs = OUTPUTS
     mask_output = "masks"
+    score_cut = BAKED_SCORE_CUT
 
     @classmethod
     def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
@@ -68,10 +70,6 @@ class WkentaroV03Adapter(WkFamilyAdapter):
         roles = {"encoder": find_image_encoder(graphs), "language": find_language_encoder(graphs)}
         missing_graphs(cls.layout, decoder, roles, WANTED, graphs)
         return {**roles, "decoder": decoder}  # type: ignore[dict-item]
-
-    @property
-    def min_score(self) -> float:  # noqa: D102
-        return BAKED_SCORE_CUT
 
     def _detections(self, out: Mapping[str, np.ndarray]) -> Detections:
         scores = np.asarray(out["scores"], np.float32).reshape(-1)
@@ -116,9 +114,10 @@ class WkentaroV06Adapter(WkentaroV03Adapter):
         )
         needed = [f for f in self.points.sources.values() if f not in self._image_names]
         self._image_names = (*self._image_names, *needed)
-        self.capabilities = self.capabilities | {Capability.CLICKS, Capability.BOXES}
+        self._attach_prompt_decoder(self.points)  # clicks, boxes, mask prompts
 
-    def assumptions(self) -> dict[str, tuple[str, str]]:  # noqa: D102
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
         roles = ", ".join(f"{r}={n}" for r, n in sorted(self.points.roles.items()))
         return {**super().assumptions(), "padding": asm.padding(self.points.padding),
                 "point decoder roles": (roles, f"{self.points.session.path.name} input names "
@@ -129,23 +128,7 @@ class WkentaroV06Adapter(WkentaroV03Adapter):
         """The point decoder's session."""
         return self.points.session
 
-    @property
-    def accepts_mask_input(self) -> bool:  # noqa: D102
-        return self.points.accepts_mask_input
-
-    def predict_masks(  # noqa: D102
-        self,
-        embedding: Embedding,
-        points_xy: np.ndarray,
-        labels: np.ndarray,
-        mask_input: np.ndarray | None = None,
-    ) -> MaskCandidates:
-        self._require(Capability.CLICKS)
-        if mask_input is not None and not self.accepts_mask_input:
-            raise ValueError(f"the {self.layout} point decoder takes no mask prompt")
-        return self.points.run(embedding.features, points_xy, labels, mask_input,
-                               self.input_size)
-
-    def close(self) -> None:  # noqa: D102
+    @override
+    def close(self) -> None:
         super().close()
         self.points.session.close()

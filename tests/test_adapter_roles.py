@@ -1,0 +1,237 @@
+"""Adapters as compositions of roles: accessors, typed errors, capabilities = roles present."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import blob_image
+from napari_sam3_onnx.models.base import Capability, Embedding, MaskCandidates, SamAdapter
+from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.errors import CapabilityError, MissingCapabilityError
+from napari_sam3_onnx.models.memory import CONDITIONED
+from napari_sam3_onnx.models.roles import ConceptDetector, MemoryGraphs, PromptDecoder
+from napari_sam3_onnx.testing.autognosi import build_autognosi
+from napari_sam3_onnx.testing.comicapp import build_comicapp
+from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
+from napari_sam3_onnx.testing.jax_video import build_jax_video
+from napari_sam3_onnx.testing.nso import build_nso
+from napari_sam3_onnx.testing.pagarcia import build_pagarcia
+from napari_sam3_onnx.testing.samexporter import build_samexporter
+from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03, build_wkentaro_v06
+
+BUILDERS = {
+    "nso": build_nso, "jax": build_jax_video, "pagarcia": build_pagarcia,
+    "autognosi": build_autognosi, "hf": build_hf_tracker, "comicapp": build_comicapp,
+    "samexporter": build_samexporter, "wk-v0.6": build_wkentaro_v06, "wk-v0.3": build_wkentaro_v03,
+}
+#: accessor -> (capability that means the role exists, protocol the role satisfies)
+ROLES = {
+    "prompt_decoder": (Capability.CLICKS, PromptDecoder),
+    "concept_detector": (Capability.TEXT, ConceptDetector),
+    "memory_graphs": (Capability.MEMORY, MemoryGraphs),
+}
+SRC = Path(__file__).resolve().parents[1] / "src" / "napari_sam3_onnx"
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_a_role_exists_exactly_when_its_capability_does(name, tmp_path):
+    adapter = open_bundle(BUILDERS[name](tmp_path))
+    present = 0
+    for accessor, (capability, protocol) in ROLES.items():
+        if adapter.has(capability):
+            present += 1
+            assert isinstance(getattr(adapter, accessor), protocol)
+            adapter.require(capability)
+            continue
+        with pytest.raises(MissingCapabilityError) as info:
+            getattr(adapter, accessor)
+        assert isinstance(info.value, CapabilityError)
+        assert info.value.capability == capability.value and info.value.layout == adapter.layout
+        assert adapter.layout in str(info.value) and repr(capability.value) in str(info.value)
+        with pytest.raises(MissingCapabilityError):
+            adapter.require(capability)
+    assert present >= 1  # every toy bundle plays at least one role beyond encoding
+
+
+def test_wkentaro_v06_composes_its_point_decoder(tmp_path):
+    adapter = open_bundle(build_wkentaro_v06(tmp_path))
+    assert adapter.prompt_decoder is adapter.points  # a role object, not the adapter itself
+    assert {Capability.CLICKS, Capability.BOXES} <= adapter.capabilities
+    image = blob_image((70, 96), ((20, 30, 8),))
+    emb = adapter.encode(np.repeat(image[..., None], 3, axis=2))
+    pts, labels = np.array([[40.0, 25.0]], np.float32), np.array([1])
+    via_adapter = adapter.predict_masks(emb, pts, labels)
+    via_role = adapter.prompt_decoder.predict_masks(emb, pts, labels)
+    np.testing.assert_array_equal(via_adapter.logits, via_role.logits)
+    assert adapter.accepts_mask_input == adapter.points.accepts_mask_input
+
+
+def test_wkentaro_v03_has_no_prompt_decoder_but_keeps_detector_boxes(tmp_path):
+    adapter = open_bundle(build_wkentaro_v03(tmp_path))
+    assert adapter.has(Capability.BOXES) and not adapter.has(Capability.CLICKS)
+    with pytest.raises(MissingCapabilityError, match="clicks"):
+        adapter.prompt_decoder  # noqa: B018
+    with pytest.raises(MissingCapabilityError, match="clicks"):
+        adapter.predict_masks(None, np.zeros((1, 2), np.float32), np.ones(1))
+
+
+class _Decoder:
+    """A composed prompt-decoder role that records its calls."""
+
+    mask_size = (6, 10)
+    accepts_mask_input = True
+
+    def __init__(self):
+        self.calls = []
+
+    def predict_masks(self, embedding, points_xy, labels, mask_input=None):
+        self.calls.append((points_xy.shape, mask_input is not None))
+        return MaskCandidates(np.zeros((1, 6, 10), np.float32), np.ones(1, np.float32), 1.0,
+                              False)
+
+
+class _Composed(SamAdapter):
+    layout = "composed-test"
+
+    def __init__(self, decoder=None):
+        if decoder is not None:
+            self._attach_prompt_decoder(decoder)
+
+
+def test_attaching_a_role_grants_its_capabilities_and_operations_delegate():
+    bare = _Composed()
+    assert bare.capabilities == frozenset({Capability.ENCODE})
+    assert not bare.accepts_mask_input
+    with pytest.raises(MissingCapabilityError):
+        bare.predict_masks(None, np.zeros((1, 2), np.float32), np.ones(1))
+    role = _Decoder()
+    adapter = _Composed(role)
+    assert {Capability.CLICKS, Capability.BOXES} <= adapter.capabilities
+    assert Capability.TEXT not in adapter.capabilities
+    assert adapter.prompt_decoder is role and adapter.accepts_mask_input
+    emb = Embedding({}, (6, 10), (12, 20))
+    adapter.predict_masks(emb, np.zeros((2, 2), np.float32), np.ones(2), np.zeros((6, 10)))
+    batch = adapter.predict_point_batch(emb, np.zeros((3, 2), np.float32))
+    assert len(batch) == 3 and role.calls == [((2, 2), True)] + [((1, 2), False)] * 3
+    assert bare.capabilities == frozenset({Capability.ENCODE})  # class state untouched
+
+
+def test_an_adapter_playing_a_role_itself_is_returned_as_the_role():
+    class _Plays(SamAdapter):
+        capabilities = frozenset({Capability.ENCODE, Capability.MEMORY})
+
+    adapter = _Plays()
+    assert adapter.memory_graphs is adapter
+    with pytest.raises(NotImplementedError):  # declared but not implemented: no recursion
+        adapter.memory_encode(None, np.zeros((2, 2), np.float32), 1.0, True)
+
+
+def test_nothing_outside_models_calls_a_private_adapter_method():
+    offenders = []
+    pattern = re.compile(r"adapter\._[a-z]\w*")
+    for path in SRC.rglob("*.py"):
+        if "models" in path.relative_to(SRC).parts[:1]:
+            continue
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if pattern.search(line):
+                offenders.append(f"{path.relative_to(SRC)}:{lineno}: {line.strip()}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize("name", ["wk-v0.3", "wk-v0.6", "samexporter"])
+def test_wk_family_composes_its_concept_detector(name, tmp_path):
+    adapter = open_bundle(BUILDERS[name](tmp_path))
+    role = adapter.concept_detector
+    assert role is adapter.concepts and role is not adapter
+    assert adapter.min_score == role.min_score == (0.0 if name == "samexporter" else 0.5)
+    assert adapter.max_exemplars == role.max_exemplars
+    assert adapter.context_length == role.context_length
+    assert adapter.has(Capability.EXEMPLARS) == (role.max_exemplars is not None)
+    ids = [49406, 320, 2368, 49407]
+    text = adapter.encode_text(ids, "a cat")
+    assert text.text == "a cat"
+    image = np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2)
+    emb = adapter.encode(image)
+    got, want = adapter.detect(emb, text), role.detect(emb, role.encode_text(ids))
+    np.testing.assert_array_equal(got.scores, want.scores)
+    np.testing.assert_array_equal(got.masks, want.masks)
+
+
+def test_pagarcia_composes_its_memory_graphs_and_keeps_them_optional(tmp_path):
+    adapter = open_bundle(build_pagarcia(tmp_path / "full"))
+    role = adapter.memory_graphs
+    assert role is not adapter and role.memory_settings is adapter.memory_settings
+    assert role.encoder is adapter.memory_encoder and role.attention is adapter.memory_attention
+    image = np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2)
+    emb = adapter.encode(image)
+    cands = adapter.predict_masks(emb, np.array([[40.0, 25.0]], np.float32), np.array([1]))
+    k = int(np.argmax(np.nan_to_num(cands.iou, nan=0.0)))
+    frame = adapter.memory_encode(emb, cands.logits[k], cands.object_score, True)
+    same = role.memory_encode(emb, cands.logits[k], cands.object_score, True)
+    np.testing.assert_array_equal(frame.features, same.features)
+    ptr = cands.extras["object_pointer"][None]
+    a = adapter.memory_attend(emb, [frame], [6], ptr, [1.0])
+    b = role.memory_attend(emb, [frame], [6], ptr, [1.0])
+    np.testing.assert_array_equal(a.features[CONDITIONED], b.features[CONDITIONED])
+    assert np.abs(a.features[CONDITIONED] - emb.features["image_embeddings.2"]).max() > 0
+    clicks_only = open_bundle(build_pagarcia(tmp_path / "clicks", memory=False))
+    assert clicks_only.has(Capability.CLICKS) and not clicks_only.has(Capability.MEMORY)
+    with pytest.raises(MissingCapabilityError, match="memory"):
+        clicks_only.memory_graphs  # noqa: B018
+    with pytest.raises(MissingCapabilityError, match="memory"):
+        clicks_only.memory_encode(emb, cands.logits[k], cands.object_score, True)
+
+
+def test_jax_video_composes_its_memory_graphs(tmp_path):
+    adapter = open_bundle(build_jax_video(tmp_path / "full"))
+    role = adapter.memory_graphs
+    assert role is not adapter and role.pointer_encoding is adapter.pointer_encoding
+    assert adapter.memory_note == role.memory_note != ""  # no pointer encoding shipped
+    image = np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2)
+    fresh = open_bundle(build_jax_video(tmp_path / "fresh"))
+    emb = adapter.encode(image)
+    cands = adapter.predict_masks(emb, np.array([[40.0, 25.0]], np.float32), np.array([1]))
+    k = int(np.argmax(cands.iou))
+    frame = adapter.memory_encode(emb, cands.logits[k], cands.object_score, True)
+    ptr = cands.extras["object_pointer"][None]
+    want = adapter.memory_attend(emb, [frame], [6], ptr, [1.0]).features[CONDITIONED]
+    # an adapter that has encoded nothing yet fetches the position encoding itself
+    got = fresh.memory_graphs.memory_attend(emb, [frame], [6], ptr, [1.0]).features[CONDITIONED]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    clicks_only = open_bundle(build_jax_video(tmp_path / "clicks", memory=False))
+    assert clicks_only.has(Capability.CLICKS) and clicks_only.memory_note == ""
+    with pytest.raises(MissingCapabilityError, match="memory"):
+        clicks_only.memory_graphs  # noqa: B018
+
+
+#: Which roles each converted layout composes (the others still play their roles themselves).
+COMPOSED = {
+    "wk-v0.3": ["concept_detector"], "samexporter": ["concept_detector"],
+    "wk-v0.6": ["concept_detector", "prompt_decoder"], "hf": ["prompt_decoder"],
+    "pagarcia": ["memory_graphs"], "jax": ["memory_graphs"], "comicapp": ["concept_detector"],
+    "autognosi": ["prompt_decoder"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSED))
+def test_converted_layouts_compose_role_objects(name, tmp_path):
+    adapter = open_bundle(BUILDERS[name](tmp_path))
+    for accessor in COMPOSED[name]:
+        role = getattr(adapter, accessor)
+        assert role is not adapter and not isinstance(role, SamAdapter)
+
+
+def test_hf_tracker_box_alone_goes_through_its_prompt_decoder(tmp_path):
+    adapter = open_bundle(build_hf_tracker(tmp_path))
+    seen = []
+    run = adapter.decoder.run
+    adapter.decoder.run = lambda names, feeds: seen.append(feeds) or run(names, feeds)
+    image = np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2)
+    emb = adapter.encode(image)
+    box = np.array([[10.0, 5.0], [60.0, 40.0]], np.float32)
+    cands = adapter.prompt_decoder.predict_masks(emb, box, np.array([2, 3]))
+    assert cands.logits.shape[1:] == adapter.mask_size and not adapter.accepts_mask_input
+    np.testing.assert_array_equal(seen[0]["input_boxes"], [[[10.0, 5.0, 60.0, 40.0]]])
+    np.testing.assert_array_equal(seen[0]["input_labels"], [[[-1]]])  # SAM's padding point
