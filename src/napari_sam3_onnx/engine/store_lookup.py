@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from .cache import EmbeddingCache
 from .encoding import SliceRef
 from .precompute import StoreBackedEncoder
 from .slices import extract_plane, plane_to_rgb
-from .store import EmbeddingStore, EntryKey, EntryStatus, safe_name
+from .store import BundleTag, EmbeddingStore, EntryKey, EntryStatus, StoreError, safe_name
 
 
 def same_model_input(
@@ -147,3 +148,44 @@ class LookupStoreEncoder(StoreBackedEncoder):
                 self.not_written += 1
             return None
         return target
+
+
+def open_lookup_encoder(
+    adapter: SamAdapter,
+    folder: Path | str,
+    store: Path | str,
+    write: bool = False,
+    cache: EmbeddingCache | None = None,
+    model_id: Hashable = None,
+    image_name: Callable[[SliceRef], str] | None = None,
+) -> LookupStoreEncoder:
+    """A :class:`LookupStoreEncoder` for the bundle in ``folder`` over the store ``store``.
+
+    Parameters
+    ----------
+    adapter : SamAdapter
+        The bundle opened from ``folder``.
+    folder : Path or str
+        The bundle folder (the store must have been made for its files' contents).
+    store : Path or str
+        The store folder; with ``write`` it is created when missing.
+    write : bool
+        Add new embeddings to the store (else it is only read).
+    cache, model_id, image_name
+        As in :class:`LookupStoreEncoder`.
+
+    Raises
+    ------
+    StoreMismatchError
+        The store was made for another bundle or precision (the store's own message).
+    StoreError
+        ``store`` is not an embedding store (or, without ``write``, does not exist yet).
+    """
+    path = Path(store)
+    if not write and not (path / "zarr.json").is_file():
+        raise StoreError(f"No embedding store at {path}: choose the folder 'napari-sam3-onnx "
+                         "precompute --store' wrote, or allow adding new embeddings to start "
+                         "a new store there.")
+    tag = BundleTag.for_folder(folder, adapter.layout)
+    opened = EmbeddingStore(path, tag, None, "a" if write else "r")
+    return LookupStoreEncoder(adapter, opened, cache, model_id, image_name)
