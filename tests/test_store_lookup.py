@@ -95,3 +95,26 @@ def test_new_planes_are_added_under_the_name_found(tmp_path, adapter, hf_bundle)
     for ref in refs(data, "other-uid"):
         again.embed(ref)
     assert again.encoder_calls == 0
+
+
+def test_a_store_tiled_at_the_input_side_serves_the_widgets_default_tiles(
+        tmp_path, adapter, hf_bundle):
+    from napari_sam3_onnx import api
+    from napari_sam3_onnx.engine.tiled import input_side, tile_refs
+    from napari_sam3_onnx.engine.tiling import TileSettings
+
+    side = input_side(adapter)
+    plane = blob_image((2 * side + 37, 3 * side + 11), ((40, 50, 9), (side + 20, 2 * side, 12)),
+                       value=2500, dtype=np.uint16)
+    bundle = api.Bundle(adapter, hf_bundle)
+    report = api.precompute(bundle, plane, tmp_path / "t.zarr", names=["big"], tile=side,
+                            window=(0.0, 2500.0))
+    assert report.encoded > 1
+    store = EmbeddingStore(tmp_path / "t.zarr", bundle.tag, mode="r")
+    enc = LookupStoreEncoder(adapter, store, image_name=lambda ref: "layer")
+    ref = SliceRef(plane, (), window=(0.0, 2500.0), source="uid")
+    tiles = tile_refs(ref, TileSettings(), side)  # the Clicks tab's "tile large planes"
+    assert len(tiles) == report.encoded
+    for tile in tiles:
+        enc.embed(tile)
+    assert enc.encoder_calls == 0 and enc.found == len(tiles)
