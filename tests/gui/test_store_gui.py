@@ -74,7 +74,7 @@ def click_and_commit(qtbot, viewer, w, truth, z, which):
     return w.commit()
 
 
-def test_cli_precomputed_stack_is_clicked_searched_and_propagated_with_zero_encodes(
+def test_cli_precomputed_stack_in_every_tab_with_zero_encodes(
         make_napari_viewer, open_widget, qtbot, toy, precomputed):
     tif, store, stack, truth = precomputed
     viewer, image, w = opened(make_napari_viewer, open_widget, toy, tif)
@@ -105,6 +105,16 @@ def test_cli_precomputed_stack_is_clicked_searched_and_propagated_with_zero_enco
     assert "5 slice(s) processed (all from the cache)" in prop.status.text()
     target = w.session.layers.target
     assert all((np.asarray(target.data[z]) == 1).any() for z in range(stack.shape[0]))
+    # the Automatic tab on every slice
+    from napari_sam3_onnx._napari.auto_output import PREVIEW
+
+    auto = w.panels["Automatic"]
+    w.tabs.setCurrentWidget(auto)
+    auto.settings.points_per_side.setValue(8)
+    auto.scope.set_mode("all")
+    auto.run()
+    qtbot.waitUntil(lambda: not auto.running, timeout=60000)
+    assert np.asarray(viewer.layers[PREVIEW].data).any()
     assert w.session.encoder is encoder  # one encoder served every tab
     assert encoder.encoder_calls == 0 and encoder.store.writes == 0
     assert encoder.found == stack.shape[0]  # each plane read from disk once, then from memory
