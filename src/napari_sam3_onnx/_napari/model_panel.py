@@ -30,6 +30,7 @@ from qtpy.QtWidgets import (
 
 from ..engine.concepts import TextCache
 from ..engine.encoding import SliceEncoder
+from ..engine.store_lookup import open_lookup_encoder
 from ..engine.tokenizer import ClipTokenizer
 from ..models.base import Capability, SamAdapter
 from ..models.bundle import open_bundle
@@ -41,6 +42,7 @@ from ..models.runtime import (
     resolve_providers,
 )
 from . import workers
+from .store_row import StoreRow
 
 TOY_NOTE = ("TOY TEST MODEL: tiny hand-written graphs that outline bright blobs, so every tab "
             "can be tried on the sample. It is not SAM 3; load real SAM 3 weights for real work.")
@@ -122,7 +124,7 @@ def _detector_texts(adapter: SamAdapter, folder: Path) -> TextCache:
         caps = ", ".join(sorted(c.value for c in adapter.capabilities))
         raise Sam3OnnxError(f"The {adapter.layout} bundle cannot answer clicks, boxes or text "
                             f"(it can: {caps}). Choose a bundle with a SAM head or a detector.")
-    return TextCache(adapter, ClipTokenizer.from_folder(folder))
+    return TextCache(adapter, ClipTokenizer.from_folder(folder, adapter.context_length))
 
 
 class ModelPanel(QWidget):
@@ -137,16 +139,23 @@ class ModelPanel(QWidget):
         ``cache_budget(bytes)`` when the budget changes.
     notify : callable
         ``notify(message)`` for errors and hints.
+    image_name : callable, optional
+        ``ref -> str``: an image's name to look for in an attached embedding store (a
+        layer's name; entries are found by content all the same).
     """
 
     #: Emitted after every load attempt (the workflow tabs re-read ``adapter``).
     loaded = Signal()
 
     def __init__(self, on_encoder: Callable, cache_budget: Callable[[int], None],
-                 notify: Callable[[str], None], parent: QWidget | None = None) -> None:
+                 notify: Callable[[str], None], parent: QWidget | None = None,
+                 image_name: Callable | None = None) -> None:
         super().__init__(parent)
         self._on_encoder, self._budget_cb, self._notify = on_encoder, cache_budget, notify
+        self._image_name = image_name
         self.adapter: SamAdapter | None = None
+        self._texts: TextCache | None = None  # what the click session needs (detector-only)
+        self._language: TextCache | None = None  # the one language cache of this model
         self.toy = False
         self._loaded: tuple[Path, str] | None = None  # (folder, name the field shows)
         self._cancel = False
@@ -174,12 +183,15 @@ class ModelPanel(QWidget):
         self.budget.valueChanged.connect(lambda mb: self._budget_cb(int(mb) << 20))
         self.progress = QProgressBar(visible=False)
         self.info = QLabel("No model loaded.", wordWrap=True)
+        self.store = StoreRow()
+        self.store.changed.connect(self._hand_on)
 
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         form.addRow("Model", row)
         form.addRow("Device", self.device)
         form.addRow("Cache", self.budget)
+        form.addRow("Embeddings", self.store)
         form.addRow(self.progress)
         form.addRow(self.cancel)
         form.addRow(self.info)
@@ -188,6 +200,23 @@ class ModelPanel(QWidget):
     def bundle_folder(self) -> Path | None:
         """Folder of the loaded bundle (the field shows its name), None when none is loaded."""
         return self._loaded[0] if self._loaded is not None else None
+
+    def text_cache(self) -> TextCache | None:
+        """The loaded model's one language cache (every tab's), built on first use.
+
+        None without a model or a language encoder.
+
+        Raises
+        ------
+        Sam3OnnxError
+            The bundle folder has no tokenizer file.
+        """
+        adapter = self.adapter
+        if self._language is None and adapter is not None and adapter.has(Capability.TEXT):
+            folder = self.bundle_folder or Path()
+            self._language = TextCache(
+                adapter, ClipTokenizer.from_folder(folder, adapter.context_length))
+        return self._language
 
     # ---- loading ---------------------------------------------------------------------
     def load(self, folder: str | Path | None = None, toy: bool = False) -> SamAdapter | None:
@@ -214,13 +243,14 @@ class ModelPanel(QWidget):
             texts = None if adapter.has(Capability.CLICKS) else _detector_texts(adapter, folder)
         except Sam3OnnxError as exc:
             self.adapter, self.toy, self._loaded = None, False, None
+            self._texts = self._language = None
             self.folder.setToolTip(str(folder))
             self.info.setText(f"<b>Not loaded.</b> {exc}")
             self._notify(str(exc))
             self._on_encoder(None, None)
             self.loaded.emit()
             return None
-        self.adapter = adapter
+        self.adapter, self._language = adapter, texts
         name = bundle_name(folder, self.toy)
         self._loaded = (folder, name)
         self.folder.setText(name)
@@ -233,10 +263,31 @@ class ModelPanel(QWidget):
         line = model_line(adapter, bundle_precision(folder),
                           resolve_providers(self.device.currentText()), self.toy)
         self.info.setText(f"{line}{note}")
-        model_id = (str(folder.resolve()), adapter.layout)
-        self._on_encoder(SliceEncoder(adapter, model_id=model_id), texts)
+        self._texts = texts
+        self._hand_on()
         self.loaded.emit()
         return adapter
+
+    def _hand_on(self) -> None:
+        """Give the session the one encoder every tab uses (store-backed when one is chosen).
+
+        A store of another bundle or precision is refused with the store's own message and
+        the model works from memory only.
+        """
+        if self.adapter is None or self._loaded is None:
+            return
+        folder = self._loaded[0]
+        model_id = (str(folder.resolve()), self.adapter.layout)
+        encoder: SliceEncoder = SliceEncoder(self.adapter, model_id=model_id)
+        if self.store.path is not None:
+            try:
+                encoder = open_lookup_encoder(self.adapter, folder, self.store.path,
+                                              self.store.write.isChecked(), None, model_id,
+                                              self._image_name)
+            except Sam3OnnxError as exc:
+                self.store.detach()
+                self._notify(f"Embedding store not used: {exc}")
+        self._on_encoder(encoder, self._texts)
 
     def load_toy(self) -> None:
         """Load the registry's toy model, building it first if it is not cached yet (~1 s)."""

@@ -11,7 +11,6 @@ cancel); :class:`~napari_sam3_onnx._napari.text_output.TextOutput` writes finish
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 
 from napari.qt.threading import create_worker
 from qtpy.QtWidgets import (
@@ -29,7 +28,6 @@ from qtpy.QtWidgets import (
 )
 
 from ..engine.concepts import TextCache
-from ..engine.tokenizer import ClipTokenizer
 from ..models.base import Capability
 from ..models.errors import Sam3OnnxError
 from . import layers, workers
@@ -165,13 +163,12 @@ class TextPanel(QWidget):
             self._polarity()  # another image: its 'SAM boxes' layer has no polarity yet
 
     def _text_cache(self, adapter) -> TextCache:
-        shared = self.host.session.texts
-        if shared is not None and shared.adapter is adapter:
-            return shared
-        if self.texts is not None and self.texts.adapter is adapter:
-            return self.texts
-        folder = self.host.model.bundle_folder or Path()
-        return TextCache(adapter, ClipTokenizer.from_folder(folder, adapter.context_length))
+        """The model section's one language cache (the click session's for detector-only)."""
+        texts = self.host.model.text_cache()
+        if texts is None or texts.adapter is not adapter:
+            raise Sam3OnnxError("The model changed while the Text tab was reading it; "
+                                "load it again.")
+        return texts
 
     def _layers_changed(self, event=None) -> None:
         out = self.output
@@ -229,7 +226,7 @@ class TextPanel(QWidget):
         output = TextOutput(self.viewer, image, self.target.currentData(), concepts)
         run = TextRun(encoder, self.texts, [layers.slice_ref(image, i, version) for i in indices],
                       concepts, self.floor.value, exemplars, self.min_size.value(),
-                      self.fill_holes.isChecked(), output.first_id)
+                      self.fill_holes.isChecked(), output.first_id, session.view.tiling)
         self._start(run, output)
 
     def _start(self, run: TextRun, output: TextOutput) -> None:

@@ -15,9 +15,12 @@ import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from ..engine.concepts import VISUAL, Exemplars, SliceResult, TextCache, search_slice
 from ..engine.encoding import SliceEncoder, SliceRef
+from ..engine.tiled_search import search_tiled
+from ..engine.tiling import TileSettings
 from ..models.base import Capability
 
 
@@ -45,6 +48,10 @@ class TextRun:
         Fill holes inside each instance.
     first_id : int
         The first instance id; ids then count up across planes and concepts.
+    tiling : TileSettings or None
+        The Clicks tab's "tile large planes" setting: planes above its threshold are searched
+        tile by tile, on the same tiles (and cached embeddings) the Clicks tab uses. Planes
+        with exemplar boxes are searched whole.
     """
 
     encoder: SliceEncoder
@@ -56,6 +63,7 @@ class TextRun:
     min_area: int = 0
     fill_holes: bool = False
     first_id: int = 1
+    tiling: TileSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -97,13 +105,7 @@ def iter_run(run: TextRun, cancel: threading.Event | None = None) -> Iterator[Sl
     for n, ref in enumerate(run.refs):
         if cancel is not None and cancel.is_set():
             return
-        # single-flight: another tab's encode of this plane is waited for
-        embedding = run.encoder.embed(ref, Capability.TEXT)
-        result = search_slice(
-            run.encoder.adapter, embedding, list(run.concepts), run.texts, floor=run.floor,
-            exemplars=run.exemplars.get(tuple(ref.index)), min_area=run.min_area,
-            fill_holes=run.fill_holes, first_id=next_id, index=tuple(ref.index),
-        )
+        result = _search_plane(run, ref, next_id)
         next_id += len(result.instances)
         yield SliceDone(tuple(ref.index), result, n + 1, total, result.min_score)
 
@@ -128,3 +130,23 @@ class RunControl:
         self.cancel.set()
         if self.worker is not None:
             self.worker.quit()
+
+
+def _search_plane(run: TextRun, ref: SliceRef, first_id: int) -> SliceResult:
+    """One plane: tiled when the run tiles (and the plane has no exemplars), else whole.
+
+    Embeddings come from the shared encoder (single-flight: another tab's encode of the same
+    plane or tile is waited for, never repeated).
+    """
+    exemplars = run.exemplars.get(tuple(ref.index))
+    adapter, phrases = run.encoder.adapter, list(run.concepts)
+    if run.tiling is not None and exemplars is None and phrases:
+        embed = partial(run.encoder.embed, need=Capability.TEXT)
+        return search_tiled(adapter, embed, ref, phrases, run.texts, run.tiling, run.floor,
+                            run.min_area, run.fill_holes, first_id, tuple(ref.index))
+    embedding = run.encoder.embed(ref, Capability.TEXT)
+    return search_slice(
+        adapter, embedding, phrases, run.texts, floor=run.floor, exemplars=exemplars,
+        min_area=run.min_area, fill_holes=run.fill_holes, first_id=first_id,
+        index=tuple(ref.index),
+    )

@@ -57,7 +57,9 @@ class ClicksWidget(QWidget):
         self._updating = False
         self.session = ClickSession(napari_viewer, notify=self._notify, busy=self._busy,
                                     inform=self._inform)
-        self.model = ModelPanel(self.session.set_encoder, self._set_budget, self._notify)
+        self._layer_names: dict = {}  # unique_id -> name, kept on the Qt thread for workers
+        self.model = ModelPanel(self.session.set_encoder, self._set_budget, self._notify,
+                                image_name=lambda ref: self._layer_names.get(ref.source, ""))
 
         self.image = compact_combo()
         self.image.currentIndexChanged.connect(lambda _i: self._image_changed())
@@ -194,6 +196,8 @@ class ClicksWidget(QWidget):
             return
         current = self.image.currentData()
         images = [la for la in self.viewer.layers if isinstance(la, Image)]
+        self._layer_names.clear()
+        self._layer_names.update({la.unique_id: la.name for la in images})
         self.image.blockSignals(True)
         self.image.clear()
         for layer in images:

@@ -257,6 +257,18 @@ class EmbeddingStore:
         """
         return self._state(*self._entry_meta(key), key)
 
+    def stored_signature(self, key: EntryKey) -> dict | None:
+        """The signature of the complete entry at ``key``'s path (None: missing, half-written).
+
+        Reads metadata only; the entry may have been made for other data (compare it with
+        :meth:`signature`).
+        """
+        group, meta = self._entry_meta(key)
+        if group is None or not isinstance(meta, Mapping) or not meta.get("complete"):
+            return None
+        sig = meta.get("signature")
+        return dict(sig) if isinstance(sig, Mapping) else None
+
     def check(self, key: EntryKey) -> EntryStatus:
         """:meth:`status`, with a complete entry's arrays read and checked (else ``CORRUPT``)."""
         return self._read(key)[0]
