@@ -115,11 +115,11 @@ def test_nothing_found_under_a_fair_window_does_not_blame_the_contrast(opened, q
     assert "contrast" not in panel.messages[-1]
 
 
-def test_the_readme_launcher_opens_the_sample_and_loads_the_toy(qtbot):
+def test_the_readme_launcher_opens_the_sample_and_loads_the_toy(qtbot, make_napari_viewer):
     from napari_sam3_onnx._napari.launch import build_parser, open_viewer
 
     assert build_parser().parse_args(["--test-bundle"]).test_bundle
-    viewer, w = open_viewer(test_bundle=True, show=False)
+    viewer, w = open_viewer(test_bundle=True, show=False, viewer=make_napari_viewer())
     try:
         assert viewer.layers[0].name == "synthetic nuclei"
         assert w.model.toy and w.model.folder.text() == "Toy model (not SAM 3)"

@@ -34,11 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def open_viewer(bundle: str | None = None, test_bundle: bool = False, sample: bool = True,
-                show: bool = True):
-    """Create the viewer, add the sample and dock the widget; returns ``(viewer, widget)``."""
-    import napari
+                show: bool = True, viewer=None):
+    """Create the viewer, add the sample and dock the widget; returns ``(viewer, widget)``.
 
-    viewer = napari.Viewer(show=show)
+    ``viewer``: use this viewer instead of creating one (tests pass napari's fixture viewer, so
+    napari's per-process action registry is not filled twice).
+    """
+    if viewer is None:
+        import napari
+
+        viewer = napari.Viewer(show=show)
     if sample:
         viewer.open_sample(PLUGIN, "synthetic_nuclei")
     _dock, widget = viewer.window.add_plugin_dock_widget(PLUGIN, WIDGET)
