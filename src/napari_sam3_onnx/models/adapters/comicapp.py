@@ -67,7 +67,7 @@ def find_language(graphs: Mapping[str, GraphSignature]) -> GraphSignature | None
 
 
 def _has_boxes(g: GraphSignature) -> bool:
-    """Does the graph take boxes ``[1, K, 4]``?
+    """Whether the graph takes boxes ``[1, K, 4]``.
 
     A text-feature input of width 4 (small graphs) is not a box input: inputs named for boxes
     decide when there are any.
