@@ -186,3 +186,16 @@ def test_full_geometry(tmp_path, build):
     check_instances(adapter.detect(emb, words(adapter)), INSTANCES, SHAPE)
     one = adapter.detect(emb, words(adapter), MID.box_cxcywh(SHAPE, 0.6)[None])
     check_instances(one, [MID], SHAPE)
+
+
+@pytest.mark.parametrize("geometry", [SMALL, FULL], ids=["small", "full"])
+def test_comicapp_text_graph_is_the_side_graph_even_when_text_features_are_four_wide(
+        tmp_path, geometry):
+    # Small graphs carry 4-wide text features [1, L, 4]: shaped like boxes. The box role must
+    # still be the graph that takes boxes, and text must go to the side graph.
+    adapter = open_bundle(build_comicapp(tmp_path, geometry))
+    assert adapter.prompts["side"][0].path.name == "sam31_prompt_side.onnx"
+    assert adapter.prompts["box"][0].path.name == "sam31_prompt_box.onnx"
+    roles = adapter.assumptions()
+    assert "sam31_prompt_side.onnx" in roles["side graph roles"][1]
+    assert "box_coords" not in roles["side graph roles"][0]

@@ -67,7 +67,14 @@ def find_language(graphs: Mapping[str, GraphSignature]) -> GraphSignature | None
 
 
 def _has_boxes(g: GraphSignature) -> bool:
-    return any(t.rank == 3 and t.shape[-1] == 4 for t in g.inputs)
+    """Whether the graph takes boxes ``[1, K, 4]``.
+
+    A text-feature input of width 4 (small graphs) is not a box input: inputs named for boxes
+    decide when there are any.
+    """
+    four = [t for t in g.inputs if t.rank == 3 and t.shape[-1] == 4]
+    named = [t for t in four if "box" in t.name.lower()]
+    return bool(named) or any("text" not in t.name.lower() for t in four)
 
 
 class ComicAppAdapter(SamAdapter):
