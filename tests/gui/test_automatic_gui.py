@@ -9,6 +9,8 @@ from conftest import blob_image, disc
 from napari_sam3_onnx.testing.automatic import build_sloped_tracker
 from napari_sam3_onnx.testing.geometry import TestGeometry
 
+from .conftest import open_plugin_widget
+
 pytestmark = pytest.mark.gui
 
 SHAPE = (150, 230)
@@ -25,13 +27,11 @@ def steep(tmp_path_factory):
 
 def test_preview_commit_undo_and_evaluate(make_napari_viewer, steep, qtbot):
     from napari_sam3_onnx._napari.auto_output import PREVIEW, RESULT
-    from napari_sam3_onnx._napari.widget import ClicksWidget
 
     viewer = make_napari_viewer()
     data = np.stack([blob_image(SHAPE, drifting(z), value=255) for z in range(3)])
     viewer.add_image(data, contrast_limits=(0, 255), scale=(2.0, 1.0, 0.5))
-    widget = ClicksWidget(viewer)
-    viewer.window.add_dock_widget(widget, name="Clicks and boxes")
+    _dock, widget = open_plugin_widget(viewer)  # as napari opens it
     widget.load_bundle(steep, toy=True)
     panel = widget.panels["Automatic"]
     widget.tabs.setCurrentWidget(panel)
@@ -70,3 +70,27 @@ def test_preview_commit_undo_and_evaluate(make_napari_viewer, steep, qtbot):
     panel.evaluate()
     assert "mSA" in panel.table.text() and "mine" in panel.table.text()
     assert "against 'truth'" in panel.messages[-1]
+
+
+def test_routine_news_stays_on_the_status_line_and_only_errors_pop_up(make_napari_viewer, steep,
+                                                                      qtbot, monkeypatch):
+    from napari_sam3_onnx._napari import widget as widget_module
+
+    toasts = []
+    monkeypatch.setattr(widget_module, "show_info", toasts.append)
+    viewer = make_napari_viewer()
+    viewer.add_image(blob_image(SHAPE, drifting(0), value=255), contrast_limits=(0, 255))
+    _dock, widget = open_plugin_widget(viewer)
+    widget.load_bundle(steep, toy=True)
+    panel = widget.panels["Automatic"]
+    assert panel.status is widget.status  # one status line for the dock
+    panel.settings.points_per_side.setValue(8)
+    toasts.clear()
+    panel.run()
+    qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    assert "preview" in widget.status.text() and not toasts, toasts  # routine: no pop-up
+    viewer.add_labels(np.zeros((10, 10), np.int32), name="wrong size")
+    panel._layers_changed()
+    panel.truth_layer.setCurrentIndex(panel.truth_layer.findText("wrong size"))
+    panel.evaluate()  # shapes differ: that stops the user, so it pops up
+    assert toasts and toasts[-1] == widget.status.text(), toasts

@@ -6,6 +6,8 @@ import pytest
 
 from fake_hub import FakeHub
 
+from .conftest import open_plugin_widget
+
 pytestmark = pytest.mark.gui
 
 
@@ -14,7 +16,6 @@ def test_download_reports_progress_per_file_and_loads_the_bundle(make_napari_vie
                                                                  monkeypatch):
     from huggingface_hub import constants
 
-    from napari_sam3_onnx._napari.widget import ClicksWidget
     from napari_sam3_onnx.models.registry import bundle_dir, get_bundle
 
     monkeypatch.setenv("NAPARI_SAM3_ONNX_HOME", str(tmp_path / "home"))
@@ -30,8 +31,7 @@ def test_download_reports_progress_per_file_and_loads_the_bundle(make_napari_vie
             data = local.read_bytes() if local.is_file() else b"external data " * 100
             hub.files[f.url.removeprefix("https://huggingface.co")] = data
         viewer = make_napari_viewer()
-        w = ClicksWidget(viewer)
-        viewer.window.add_dock_widget(w)
+        _dock, w = open_plugin_widget(viewer)  # as napari opens it
         seen: list[tuple[str, int, object]] = []
         w.model._relay.progress.connect(lambda *a: seen.append(a))
         w.model.start_download(spec)

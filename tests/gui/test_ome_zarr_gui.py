@@ -10,6 +10,7 @@ import zarr
 
 from napari_sam3_onnx.cli.output import write_labels
 
+from .conftest import open_plugin_widget
 from .gui_helpers import blob_stack, settle
 
 pytestmark = pytest.mark.gui
@@ -56,15 +57,13 @@ def test_images_opened_from_ome_zarr_keep_their_scale_into_results_and_labels_in
         make_napari_viewer, qtbot, tmp_path, hf_bundle):
     pytest.importorskip("napari_ome_zarr")
     from napari_sam3_onnx._napari.save_labels import save_labels, target_for
-    from napari_sam3_onnx._napari.widget import ClicksWidget
 
     stack, _truth, centre = blob_stack()
     image_path = make_image(tmp_path / "img.ome.zarr", stack)
     viewer = make_napari_viewer()
     [image] = viewer.open(str(image_path), plugin="napari-ome-zarr")
     np.testing.assert_allclose(image.scale, SCALE)
-    w = ClicksWidget(viewer)
-    viewer.window.add_dock_widget(w)
+    _dock, w = open_plugin_widget(viewer)  # as napari opens it
     w.load_bundle(hf_bundle, toy=True)
     viewer.dims.set_current_step(0, 2)
     w.session.layers.points.add([2, *centre(2, "B")[:2]])

@@ -131,7 +131,7 @@ class AutoPanel(QWidget):
         self.evaluate_button = QPushButton("Evaluate")
         self.evaluate_button.clicked.connect(self.evaluate)
         self.progress = QProgressBar(visible=False)
-        self.status = QLabel("", wordWrap=True)
+        self.status = host.status  # one status line for the whole dock
         self.table = QLabel("", wordWrap=False)
         self.table.setStyleSheet("font-family: monospace")
 
@@ -151,7 +151,6 @@ class AutoPanel(QWidget):
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.progress)
-        layout.addWidget(self.status)
         layout.addWidget(QLabel("Evaluate labels against ground truth:"))
         layout.addLayout(ev)
         layout.addWidget(self.table)
@@ -211,13 +210,13 @@ class AutoPanel(QWidget):
         if self.running:
             return
         if image is None or encoder is None:
-            self._say("Choose an image and load a bundle first.")
+            self._say("Choose an image and load a bundle first.", warn=True)
             return
         try:
             settings = self.settings.settings()
             indices = self.scope.indices(layers.current_index(self.viewer, image))
         except (Sam3OnnxError, ValueError) as exc:
-            self._say(str(exc))
+            self._say(str(exc), warn=True)
             return
         if self.output is not None:
             self.output.discard()
@@ -251,7 +250,7 @@ class AutoPanel(QWidget):
             return
         if not out.add(step.index, step.result):
             self._cancel.set()
-            self._say("The preview layer was removed; the run stopped.")
+            self._say("The preview layer was removed; the run stopped.", warn=True)
             return
         self.progress.setValue(step.done)
         self.status.setText(f"{layers.index_label(out.image, step.index)}: "
@@ -259,7 +258,7 @@ class AutoPanel(QWidget):
                             f"{step.total} slice(s) done.")
 
     def _on_error(self, exc: BaseException) -> None:
-        self._say(workers.describe(exc))
+        self._say(workers.describe(exc), warn=True)
 
     def _on_finished(self) -> None:
         self._worker = None
@@ -295,20 +294,20 @@ class AutoPanel(QWidget):
         """Print the evaluation of one Labels layer against another."""
         pred, truth = self.pred_layer.currentData(), self.truth_layer.currentData()
         if pred is None or truth is None:
-            self._say("Choose the labels to evaluate and the ground truth.")
+            self._say("Choose the labels to evaluate and the ground truth.", warn=True)
             return
         try:
             report = evaluate(np.asarray(pred.data), np.asarray(truth.data), names=[pred.name])
         except (Sam3OnnxError, ValueError) as exc:
-            self._say(str(exc))
+            self._say(str(exc), warn=True)
             return
         self.table.setText(report.text())
         self._say(f"'{pred.name}' against '{truth.name}': mSA {report.overall.msa:.3f}.")
 
-    def _say(self, message: str) -> None:
+    def _say(self, message: str, warn: bool = False) -> None:
+        """The dock's status line; ``warn``: also a pop-up (something stopped the user)."""
         self.messages = [*self.messages[-49:], message]
-        self.status.setText(message)
-        self.host._notify(message)
+        (self.host._notify if warn else self.host._inform)(message)
 
 
 def _fill(combo: QComboBox, items) -> None:
