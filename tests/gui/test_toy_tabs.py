@@ -69,7 +69,8 @@ def test_a_click_on_a_nucleus_previews_that_nucleus(opened, qtbot):
     assert (preview & gt).sum() / (preview | gt).sum() > 0.7
 
 
-@pytest.mark.parametrize(("entry", "tab"), [("Text search", "Text"), ("Propagate", "Propagate")])
+@pytest.mark.parametrize(("entry", "tab"), [("Text search", "Text"), ("Propagate", "Propagate"),
+                                            ("Automatic segmentation", "Automatic")])
 def test_each_menu_entry_opens_the_one_dock_on_its_tab(opened, entry, tab):
     viewer, w = opened
     _dock, again = viewer.window.add_plugin_dock_widget(PLUGIN, entry)

@@ -52,3 +52,9 @@ class Propagate(_Entry):
     """Plugins > SAM 3 > Propagate."""
 
     TAB = "Propagate"
+
+
+class Automatic(_Entry):
+    """Plugins > SAM 3 > Automatic segmentation."""
+
+    TAB = "Automatic"
