@@ -398,8 +398,18 @@ def test_sha256_file_matches_hashlib(tmp_path):
     assert sha256_file(tmp_path / "f", chunk=97) == sha(data)
 
 
-def test_tiny_onnx_is_an_onnx_model():
-    onnx.checker.check_model(onnx.load_from_string(tiny_onnx(8, 20)))
+def test_tiny_onnx_is_an_onnx_model(tmp_path):
+    # The helper's graphs must pass both onnx's checker and our own content check, or the
+    # refusal tests below would pass for the wrong reason.
+    from napari_sam3_onnx.models.content_check import content_problem
+
+    data = tiny_onnx(8, 20)
+    onnx.checker.check_model(onnx.load_from_string(data))
+    path = tmp_path / "tiny.onnx"
+    path.write_bytes(data)
+    assert content_problem(path) is None
+    path.write_bytes(LOGIN_PAGE)
+    assert content_problem(path) is not None
 
 
 def test_an_html_login_page_served_as_onnx_is_refused_before_anything_is_recorded(hub, home):
