@@ -7,23 +7,14 @@ from pathlib import Path
 
 from .. import api
 from ..api.automatic import auto_table_columns
-from ..api.io import InputError, expand_inputs, image_names
+from ..api.io import InputError, expand_inputs
 from ..engine.automatic import AutoMaskSettings
 from ..engine.automatic.linking import LINK_IOU
 from ..models.base import Capability
 from .args import FMT, _image_args, _tile_arg, _wrap, finite, fraction
-from .batch_cmds import (
-    _bundle,
-    _counted_store,
-    _job,
-    _labels_metadata,
-    _one_input,
-    _outputs,
-    _record,
-    _stream,
-)
-from .guard import check_outputs, check_store
-from .output import write_labels, write_table
+from .batch_cmds import open_labels_run, write_labels_run
+from .guard import check_outputs
+from .output import write_table
 from .progress import Bar
 
 #: Options named as SAM's ``SamAutomaticMaskGenerator`` arguments (``--points-per-side``, ...).
@@ -46,42 +37,24 @@ def _settings(args: argparse.Namespace) -> AutoMaskSettings:
 def cmd_segment_all(args: argparse.Namespace) -> int:
     """Automatic masks on every slice; labels to --out, objects to --table."""
     settings = _settings(args)
-    path = _one_input(args, "segment-all")
-    _outputs(args, path)
-    if args.store is not None:
-        check_store(args.store, [("input image", path)])
-    job = _job(args, path, image_names([path])[0])
-    view = job.view()
-    bundle = _bundle(args)
-    bundle.adapter.require(Capability.CLICKS)
-    n_lead = view.ndim - (3 if args.rgb else 2)
+    run = open_labels_run(args, "segment-all", Capability.CLICKS)
     rows: list[dict] = []
-    record = _record(args, args.store, "tile" if args.tile else "slice")
-    store = _counted_store(bundle, record, args.store)
     bar = Bar("segment", quiet=args.quiet)
     link = None if args.no_link else args.link_iou
+    job = run.job
 
     def results():
         for step in api.iter_segment_all(
-            bundle, view, settings=settings, rgb=args.rgb, window=job.window,
-            slices=job.slices, store=store, image=job.image, link_iou=link, tile=args.tile,
+            run.bundle, run.view, settings=settings, rgb=args.rgb, window=job.window,
+            slices=job.slices, store=run.store, image=job.image, link_iou=link, tile=args.tile,
         ):
             bar.update(step.done, step.total)
             rows.extend(api.automatic.auto_table_rows(step.result))
             yield step.index, step.result
 
-    shape = view.shape[:-1] if args.rgb else view.shape
-    try:
-        write_labels(args.out, shape, _stream(shape, iter(results()), n_lead),
-                     **_labels_metadata(args, path, view.ndim))
-    finally:
-        bar.close()
-    record.done("--out", args.out)
-    if args.table is not None:
-        write_table(args.table, auto_table_columns(n_lead), rows)
-        record.done("--table", args.table)
+    write_labels_run(run, args, iter(results()), bar, auto_table_columns(run.n_lead), rows)
     objects = len({r["label"] for r in rows})
-    print(f"{objects} object(s) on {len(job.indices(view))} slice(s) -> {args.out}"
+    print(f"{objects} object(s) on {len(job.indices(run.view))} slice(s) -> {args.out}"
           + (f", table {args.table}" if args.table else ""))
     return 0
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -159,46 +162,80 @@ def _outputs(args: argparse.Namespace, path: Path, extra=()) -> None:
     _record(args, args.store).outputs(*outputs)
 
 
-def cmd_text(args: argparse.Namespace) -> int:
-    """Find every instance of the concepts; labels to --out, instances to --table."""
-    phrases = parse_concepts(args.concepts)
-    path = _one_input(args, "text")
+@dataclass
+class LabelsRun:
+    """What a command writing a labels stack (text, segment-all) has checked and opened."""
+
+    path: Path
+    job: StackJob
+    view: Any
+    bundle: api.Bundle
+    record: RunRecord
+    store: Any
+
+    @property
+    def n_lead(self) -> int:
+        """Leading (slice) axes of the view."""
+        return self.view.ndim - (3 if self.job.rgb else 2)
+
+
+def open_labels_run(args: argparse.Namespace, command: str, need: Capability,
+                    check: Callable[[api.Bundle], object] | None = None) -> LabelsRun:
+    """Check the outputs and the store, open the input and the bundle: all before any work.
+
+    ``check(bundle)`` runs before the store is opened (so a refusal leaves no store behind).
+    """
+    path = _one_input(args, command)
     _outputs(args, path)
     if args.store is not None:
         check_store(args.store, [("input image", path)])
     job = _job(args, path, image_names([path])[0])
     view = job.view()
     bundle = _bundle(args)
-    bundle.adapter.require(Capability.TEXT)
-    bundle.texts  # noqa: B018 -- fail now, not after encoding, when the tokenizer is missing
-    n_lead = view.ndim - (3 if args.rgb else 2)
-    rows: list[dict] = []
+    bundle.adapter.require(need)
+    if check is not None:
+        check(bundle)
     record = _record(args, args.store, "tile" if args.tile else "slice")
-    store = _counted_store(bundle, record, args.store)
+    return LabelsRun(path, job, view, bundle, record, _counted_store(bundle, record, args.store))
+
+
+def write_labels_run(run: LabelsRun, args: argparse.Namespace, results: Iterator, bar: Bar,
+                     columns: list[str], rows: list[dict]) -> None:
+    """Stream ``results`` (``(index, result)`` pairs) into --out, then ``rows`` into --table."""
+    shape = run.view.shape[:-1] if run.job.rgb else run.view.shape
+    try:
+        write_labels(args.out, shape, _stream(shape, results, run.n_lead),
+                     **_labels_metadata(args, run.path, run.view.ndim))
+    finally:
+        bar.close()
+    run.record.done("--out", args.out)
+    if args.table is not None:
+        write_table(args.table, columns, rows)
+        run.record.done("--table", args.table)
+
+
+def cmd_text(args: argparse.Namespace) -> int:
+    """Find every instance of the concepts; labels to --out, instances to --table."""
+    phrases = parse_concepts(args.concepts)
+    # the tokenizer is read now: a missing one fails before anything is encoded or created
+    run = open_labels_run(args, "text", Capability.TEXT, check=lambda bundle: bundle.texts)
+    rows: list[dict] = []
     bar = Bar("search", quiet=args.quiet)
+    job = run.job
 
     def results():
         for index, res in api.iter_search_text(
-            bundle, view, phrases, floor=args.floor, rgb=args.rgb, window=job.window,
-            slices=job.slices, store=store, image=job.image, min_area=args.min_area,
+            run.bundle, run.view, phrases, floor=args.floor, rgb=args.rgb, window=job.window,
+            slices=job.slices, store=run.store, image=job.image, min_area=args.min_area,
             fill_holes=args.fill_holes, progress=bar.update, tile=args.tile,
             link_iou=args.link_iou,
         ):
             rows.extend(table_rows(res))
             yield index, res
 
-    shape = view.shape[:-1] if args.rgb else view.shape
-    try:
-        write_labels(args.out, shape, _stream(shape, iter(results()), n_lead),
-                     **_labels_metadata(args, path, view.ndim))
-    finally:
-        bar.close()
-    record.done("--out", args.out)
-    if args.table is not None:
-        write_table(args.table, api.table_columns(n_lead), rows)
-        record.done("--table", args.table)
+    write_labels_run(run, args, iter(results()), bar, api.table_columns(run.n_lead), rows)
     concepts = ", ".join(phrases)
-    print(f"{len(rows)} instance(s) of {concepts!r} on {len(job.indices(view))} slice(s) -> "
+    print(f"{len(rows)} instance(s) of {concepts!r} on {len(job.indices(run.view))} slice(s) -> "
           f"{args.out}" + (f", table {args.table}" if args.table else ""))
     return 0
 
