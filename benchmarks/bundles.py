@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from napari_sam3_onnx.engine.concepts import TextCache
-from napari_sam3_onnx.engine.tokenizer import TOKENIZER_FILES, ClipTokenizer
+from napari_sam3_onnx.engine.concepts.search import TextCache
+from napari_sam3_onnx.engine.concepts.tokenizer import TOKENIZER_FILES, ClipTokenizer
 from napari_sam3_onnx.models.base import Capability, SamAdapter
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import ModelFileMissingError

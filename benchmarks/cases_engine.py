@@ -18,7 +18,7 @@ import numpy as np
 from napari_sam3_onnx import api
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt, segment
-from napari_sam3_onnx.engine.propagation_types import Seed
+from napari_sam3_onnx.engine.tracking.types import Seed
 from napari_sam3_onnx.models.base import Capability
 
 from .bundles import Bundle, Stack, make_stack, open_one, used_provider

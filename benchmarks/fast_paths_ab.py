@@ -16,9 +16,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import test_fast_paths as ref  # noqa: E402
 from benchmarks.timing import interleaved  # noqa: E402
-from napari_sam3_onnx.engine.concepts import search_slice  # noqa: E402
+from napari_sam3_onnx.engine.concepts.search import search_slice  # noqa: E402
 from napari_sam3_onnx.engine.postprocess import logits_to_mask, upsample_logits  # noqa: E402
-from napari_sam3_onnx.engine.track_steps import interior_point  # noqa: E402
+from napari_sam3_onnx.engine.tracking.steps import interior_point  # noqa: E402
 from napari_sam3_onnx.models.base import Detections  # noqa: E402
 from napari_sam3_onnx.models.imageops import resize_bilinear, resize_rgb_uint8  # noqa: E402
 

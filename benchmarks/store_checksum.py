@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from napari_sam3_onnx.engine.store import BundleTag, EmbeddingStore, EntryKey
-from napari_sam3_onnx.engine.store_files import checksum
+from napari_sam3_onnx.engine.store.embedding_store import BundleTag, EmbeddingStore, EntryKey
+from napari_sam3_onnx.engine.store.files import checksum
 from napari_sam3_onnx.models.base import Embedding
 
 SHAPES = {"image_embeddings.0": (1, 32, 288, 288), "image_embeddings.1": (1, 64, 144, 144),

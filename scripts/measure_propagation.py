@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
-from napari_sam3_onnx.engine.propagation import Seed, propagate
+from napari_sam3_onnx.engine.tracking.propagation import Seed, propagate
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.testing.jax_video import build_jax_video
 from napari_sam3_onnx.testing.memory import MEMORY_FULL, MEMORY_SMALL

@@ -51,7 +51,7 @@ def one(folder: str, n: int) -> dict:
 
     from napari_sam3_onnx._napari.propagation_writer import RunWriter
     from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
-    from napari_sam3_onnx.engine.propagation import Seed, propagate
+    from napari_sam3_onnx.engine.tracking.propagation import Seed, propagate
     from napari_sam3_onnx.models.bundle import open_bundle
 
     adapter = open_bundle(Path(folder))

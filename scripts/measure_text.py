@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from napari_sam3_onnx._napari.text_run import TextRun, iter_run
-from napari_sam3_onnx.engine.concepts import TextCache
+from napari_sam3_onnx.engine.concepts.search import TextCache
+from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
-from napari_sam3_onnx.engine.tokenizer import ClipTokenizer
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.testing.geometry import FULL
 from napari_sam3_onnx.testing.scenes import BLOBS, planted_image

@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from napari_sam3_onnx.engine.cache import EmbeddingCache
-from napari_sam3_onnx.engine.concepts import TextCache
+from napari_sam3_onnx.engine.concepts.search import TextCache
+from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt
-from napari_sam3_onnx.engine.tiled import segment_on
-from napari_sam3_onnx.engine.tiled_search import search_tiled
-from napari_sam3_onnx.engine.tiling import TileSettings, tile_grid
-from napari_sam3_onnx.engine.tokenizer import ClipTokenizer
+from napari_sam3_onnx.engine.tiling.tiled import segment_on
+from napari_sam3_onnx.engine.tiling.tiled_search import search_tiled
+from napari_sam3_onnx.engine.tiling.tiles import TileSettings, tile_grid
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
 from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer

@@ -11,8 +11,8 @@ from _tracker_helpers import BLOBS, SHAPE, iou, rgb, xy
 from conftest import blob_image, disc
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt, segment
-from napari_sam3_onnx.engine.propagation import propagate
-from napari_sam3_onnx.engine.propagation_types import Seed
+from napari_sam3_onnx.engine.tracking.propagation import propagate
+from napari_sam3_onnx.engine.tracking.types import Seed
 from napari_sam3_onnx.models.adapters import ADAPTERS, NsoAdapter
 from napari_sam3_onnx.models.adapters._memory import CONDITIONED
 from napari_sam3_onnx.models.base import Capability as C
@@ -168,7 +168,7 @@ def test_fp16_storage_halves_large_weights_and_keeps_fp32_compute(tmp_path):
 def test_precision_comes_from_the_manifest(tmp_path):
     import json
 
-    from napari_sam3_onnx.engine.store_keys import BundleTag
+    from napari_sam3_onnx.engine.store.keys import BundleTag
     from napari_sam3_onnx.testing.nso import build_nso
 
     fp32 = build_nso(tmp_path / "fp32", concepts=False)

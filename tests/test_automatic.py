@@ -156,7 +156,7 @@ def test_crop_layers_find_the_same_objects_once(steep):
 
 
 def test_tiled_plane_joins_objects_across_tile_edges(steep):
-    from napari_sam3_onnx.engine.tiling import TileSettings
+    from napari_sam3_onnx.engine.tiling.tiles import TileSettings
 
     shape = (150, 400)
     blobs = ((40, 112, 8), (100, 150, 8), (75, 260, 8), (30, 330, 7), (120, 30, 8))

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from napari_sam3_onnx import api
-from napari_sam3_onnx.engine.concepts import (
+from napari_sam3_onnx.engine.concepts.search import (
     Exemplars,
     TextCache,
     parse_concepts,
     search_slice,
 )
-from napari_sam3_onnx.engine.tokenizer import ClipTokenizer
+from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.models.base import (
     Capability,
     Detections,

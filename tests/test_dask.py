@@ -10,7 +10,7 @@ from conftest import blob_image
 from napari_sam3_onnx import api
 from napari_sam3_onnx.api import cluster
 from napari_sam3_onnx.cli import main
-from napari_sam3_onnx.engine.store import ENTRY_KEY, EmbeddingStore
+from napari_sam3_onnx.engine.store.embedding_store import ENTRY_KEY, EmbeddingStore
 
 pytest.importorskip("distributed")
 N = 6

@@ -4,7 +4,7 @@ import numpy as np
 
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.postprocess import hole_area_for
-from napari_sam3_onnx.engine.propagation import Seed, propagate
+from napari_sam3_onnx.engine.tracking.propagation import Seed, propagate
 from napari_sam3_onnx.models.base import Capability, Embedding, MaskCandidates, SamAdapter
 
 #: Low-res mask size: holes up to hole_area_for((40, 56)) = 7 px are filled for display.

@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from napari_sam3_onnx.engine.concepts import Instance, SliceResult, binary_masks, search_slice
+from napari_sam3_onnx.engine.concepts.search import (
+    Instance,
+    SliceResult,
+    binary_masks,
+    search_slice,
+)
 from napari_sam3_onnx.engine.postprocess import logits_to_mask, upsample_crop, upsample_logits
 from napari_sam3_onnx.models.adapters._common import encoder_feed
 from napari_sam3_onnx.models.base import Capability, Detections, SamAdapter, TextEmbedding
@@ -171,7 +176,7 @@ def _interior_full(mask):
 
 
 def test_interior_point_on_the_bounding_box_equals_the_whole_slice():
-    from napari_sam3_onnx.engine.track_steps import interior_point
+    from napari_sam3_onnx.engine.tracking.steps import interior_point
 
     rng = np.random.default_rng(4)
     for _ in range(60):
@@ -187,8 +192,8 @@ def test_interior_point_on_the_bounding_box_equals_the_whole_slice():
 
 
 def test_label_writer_single_object_writes_only_free_pixels():
-    from napari_sam3_onnx.engine.propagation_labels import LabelWriter
-    from napari_sam3_onnx.engine.track_steps import SliceOutput
+    from napari_sam3_onnx.engine.tracking.labels import LabelWriter
+    from napari_sam3_onnx.engine.tracking.steps import SliceOutput
 
     labels = np.zeros((2, 6, 7), np.int32)
     labels[1, 2, 2] = 9

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from napari_sam3_onnx.engine.memory_bank import BankSettings, MemoryBank
-from napari_sam3_onnx.engine.memory_select import SAM3_DEFAULTS, closest_conditioning
+from napari_sam3_onnx.engine.tracking.memory_bank import BankSettings, MemoryBank
+from napari_sam3_onnx.engine.tracking.memory_select import SAM3_DEFAULTS, closest_conditioning
 
 SAM3 = BankSettings()
 PTR_DIM = 8

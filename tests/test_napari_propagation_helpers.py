@@ -14,8 +14,8 @@ from napari_sam3_onnx._napari.propagation_seeds import (
 )
 from napari_sam3_onnx._napari.propagation_writer import RunWriter, lead_index
 from napari_sam3_onnx.engine.interactive import Prompt
-from napari_sam3_onnx.engine.propagation_types import Stop
-from napari_sam3_onnx.engine.track_steps import SliceOutput
+from napari_sam3_onnx.engine.tracking.steps import SliceOutput
+from napari_sam3_onnx.engine.tracking.types import Stop
 from napari_sam3_onnx.models.errors import PromptError
 
 SHAPE = (7, 10)
@@ -104,7 +104,7 @@ def test_corrections_are_matched_by_ids_or_overlap():
 
 def test_summary_groups_objects_that_stopped_alike():
     from napari_sam3_onnx._napari.propagation_seeds import summary
-    from napari_sam3_onnx.engine.propagation_types import ObjectTrack, PropagationResult
+    from napari_sam3_onnx.engine.tracking.types import ObjectTrack, PropagationResult
 
     end = {"forward": Stop(11, "range-end", 11), "backward": Stop(0, "range-end", 0)}
     gone = {"forward": Stop(9, "absent", 7), "backward": Stop(0, "range-end", 0)}

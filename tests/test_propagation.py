@@ -5,7 +5,7 @@ import pytest
 
 from napari_sam3_onnx import api
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
-from napari_sam3_onnx.engine.propagation import Seed, propagate
+from napari_sam3_onnx.engine.tracking.propagation import Seed, propagate
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import PromptError

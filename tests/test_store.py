@@ -7,8 +7,7 @@ import pytest
 
 from conftest import blob_image
 from napari_sam3_onnx.engine.encoding import SliceRef
-from napari_sam3_onnx.engine.precompute import StoreBackedEncoder, precompute
-from napari_sam3_onnx.engine.store import (
+from napari_sam3_onnx.engine.store.embedding_store import (
     ENTRY_KEY,
     BundleTag,
     EmbeddingStore,
@@ -19,6 +18,7 @@ from napari_sam3_onnx.engine.store import (
     fingerprint,
     safe_name,
 )
+from napari_sam3_onnx.engine.store.precompute import StoreBackedEncoder, precompute
 from napari_sam3_onnx.models.base import Embedding
 from napari_sam3_onnx.models.bundle import open_bundle
 

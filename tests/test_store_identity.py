@@ -12,8 +12,12 @@ import pytest
 from conftest import blob_image
 from napari_sam3_onnx import api
 from napari_sam3_onnx.cli import main
-from napari_sam3_onnx.engine import bundle_digest as bd
-from napari_sam3_onnx.engine.store import BundleTag, EmbeddingStore, StoreMismatchError
+from napari_sam3_onnx.engine.store import bundle_digest as bd
+from napari_sam3_onnx.engine.store.embedding_store import (
+    BundleTag,
+    EmbeddingStore,
+    StoreMismatchError,
+)
 
 
 def stack(n=3, shape=(60, 90)):
@@ -169,7 +173,7 @@ def test_precision_mismatch_is_refused_and_replace_store_starts_afresh(hf_bundle
 
 
 def test_replace_keeps_files_that_are_not_entries(tmp_path):
-    from napari_sam3_onnx.engine.store import EntryKey
+    from napari_sam3_onnx.engine.store.embedding_store import EntryKey
     from napari_sam3_onnx.models.base import Embedding
 
     tag, other = BundleTag("x", "hf-tracker", "sha256:1"), BundleTag("y", "hf-tracker", "sha256:2")

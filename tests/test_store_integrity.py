@@ -8,16 +8,16 @@ import pytest
 from conftest import blob_image
 from napari_sam3_onnx.cli import main
 from napari_sam3_onnx.engine.encoding import SliceRef
-from napari_sam3_onnx.engine.precompute import StoreBackedEncoder, precompute
-from napari_sam3_onnx.engine.store import (
+from napari_sam3_onnx.engine.store.embedding_store import (
     ENTRY_KEY,
     BundleTag,
     EmbeddingStore,
     EntryKey,
     fingerprint,
 )
-from napari_sam3_onnx.engine.store_files import TMP_PREFIX, checksum
-from napari_sam3_onnx.engine.store_verify import EntryState, verify_store
+from napari_sam3_onnx.engine.store.files import TMP_PREFIX, checksum
+from napari_sam3_onnx.engine.store.precompute import StoreBackedEncoder, precompute
+from napari_sam3_onnx.engine.store.verify import EntryState, verify_store
 from napari_sam3_onnx.models.base import Embedding
 from napari_sam3_onnx.models.bundle import open_bundle
 

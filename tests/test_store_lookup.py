@@ -7,9 +7,9 @@ import pytest
 
 from conftest import blob_image
 from napari_sam3_onnx.engine.encoding import SliceRef
-from napari_sam3_onnx.engine.precompute import StoreBackedEncoder, precompute
-from napari_sam3_onnx.engine.store import BundleTag, EmbeddingStore, EntryStatus
-from napari_sam3_onnx.engine.store_lookup import LookupStoreEncoder, same_model_input
+from napari_sam3_onnx.engine.store.embedding_store import BundleTag, EmbeddingStore, EntryStatus
+from napari_sam3_onnx.engine.store.lookup import LookupStoreEncoder, same_model_input
+from napari_sam3_onnx.engine.store.precompute import StoreBackedEncoder, precompute
 from napari_sam3_onnx.models.bundle import open_bundle
 
 
@@ -100,8 +100,8 @@ def test_new_planes_are_added_under_the_name_found(tmp_path, adapter, hf_bundle)
 def test_a_store_tiled_at_the_input_side_serves_the_widgets_default_tiles(
         tmp_path, adapter, hf_bundle):
     from napari_sam3_onnx import api
-    from napari_sam3_onnx.engine.tiled import input_side, tile_refs
-    from napari_sam3_onnx.engine.tiling import TileSettings
+    from napari_sam3_onnx.engine.tiling.tiled import input_side, tile_refs
+    from napari_sam3_onnx.engine.tiling.tiles import TileSettings
 
     side = input_side(adapter)
     plane = blob_image((2 * side + 37, 3 * side + 11), ((40, 50, 9), (side + 20, 2 * side, 12)),

@@ -16,7 +16,7 @@ import tifffile
 import napari_sam3_onnx
 from conftest import blob_image
 from napari_sam3_onnx.cli import main
-from napari_sam3_onnx.engine.store_verify import verify_store
+from napari_sam3_onnx.engine.store.verify import verify_store
 
 SRC = str(Path(napari_sam3_onnx.__file__).resolve().parents[1])
 
@@ -25,7 +25,7 @@ WRITER = r"""
 import json, sys, time
 from pathlib import Path
 import numpy as np
-from napari_sam3_onnx.engine.store import BundleTag, EmbeddingStore, EntryKey
+from napari_sam3_onnx.engine.store.embedding_store import BundleTag, EmbeddingStore, EntryKey
 from napari_sam3_onnx.models.base import Embedding
 
 path, go, rounds, who = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

@@ -20,9 +20,9 @@ from napari_sam3_onnx._napari.text_inputs import (
 )
 from napari_sam3_onnx._napari.text_output import TextOutput, summary, target_choices
 from napari_sam3_onnx._napari.text_run import TextRun, iter_run
-from napari_sam3_onnx.engine.concepts import TextCache
+from napari_sam3_onnx.engine.concepts.search import TextCache
+from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.engine.encoding import SliceEncoder
-from napari_sam3_onnx.engine.tokenizer import ClipTokenizer
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import PromptError
 from napari_sam3_onnx.testing.scenes import BLOBS, planted_image
@@ -104,7 +104,7 @@ def test_exemplars_per_plane_with_polarity():
 
 # ---- the run loop -------------------------------------------------------------------------
 def test_a_tiled_run_searches_tiles_once_each_and_finds_what_the_whole_plane_shows(model):
-    from napari_sam3_onnx.engine.tiling import TileSettings
+    from napari_sam3_onnx.engine.tiling.tiles import TileSettings
 
     whole, _ = make_run(model, stack(), ["bright"])
     tiles = TileSettings(size=56, overlap=28, threshold=80)  # 60 x 90 planes: 2 x 3 tiles

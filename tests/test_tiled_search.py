@@ -13,12 +13,17 @@ import pytest
 from napari_sam3_onnx import api
 from napari_sam3_onnx.cli import main
 from napari_sam3_onnx.engine.cache import EmbeddingCache
-from napari_sam3_onnx.engine.concepts import TextCache, search_slice
+from napari_sam3_onnx.engine.concepts.search import TextCache, search_slice
+from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
-from napari_sam3_onnx.engine.tiled import tile_refs
-from napari_sam3_onnx.engine.tiled_search import Part, merge_parts, search_tiled, tile_parts
-from napari_sam3_onnx.engine.tiling import TileSettings
-from napari_sam3_onnx.engine.tokenizer import ClipTokenizer
+from napari_sam3_onnx.engine.tiling.tiled import tile_refs
+from napari_sam3_onnx.engine.tiling.tiled_search import (
+    Part,
+    merge_parts,
+    search_tiled,
+    tile_parts,
+)
+from napari_sam3_onnx.engine.tiling.tiles import TileSettings
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03

@@ -14,14 +14,14 @@ import pytest
 from conftest import blob_image, disc
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt
-from napari_sam3_onnx.engine.tiled import (
+from napari_sam3_onnx.engine.tiling.tiled import (
     _local_prompt,
     segment_on,
     segment_tiled,
     tile_refs,
     with_plane_window,
 )
-from napari_sam3_onnx.engine.tiling import (
+from napari_sam3_onnx.engine.tiling.tiles import (
     TileSettings,
     as_tiling,
     fov_region,

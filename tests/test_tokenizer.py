@@ -4,7 +4,11 @@ import gzip
 
 import pytest
 
-from napari_sam3_onnx.engine.tokenizer import ClipTokenizer, build_clip_tokenizer, bytes_to_unicode
+from napari_sam3_onnx.engine.concepts.tokenizer import (
+    ClipTokenizer,
+    build_clip_tokenizer,
+    bytes_to_unicode,
+)
 from napari_sam3_onnx.models.errors import ModelFileMissingError, PromptError
 
 MERGES = [("n", "u"), ("nu", "c"), ("l", "e"), ("u", "s</w>"), ("nuc", "le"), ("nucle", "us</w>")]

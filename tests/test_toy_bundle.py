@@ -16,16 +16,16 @@ from napari_sam3_onnx import api
 from napari_sam3_onnx._napari.sample_data import synthetic_nuclei_sample
 from napari_sam3_onnx.api.propagate import propagate
 from napari_sam3_onnx.api.text import search_text
-from napari_sam3_onnx.engine.concepts import (
+from napari_sam3_onnx.engine.concepts.search import (
     DEFAULT_FLOOR,
     Exemplars,
     TextCache,
     search_slice,
 )
+from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
-from napari_sam3_onnx.engine.propagation_types import Seed
 from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
-from napari_sam3_onnx.engine.tokenizer import ClipTokenizer
+from napari_sam3_onnx.engine.tracking.types import Seed
 from napari_sam3_onnx.models import local_bundles
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from napari_sam3_onnx.engine.concepts import TextCache, search_slice
-from napari_sam3_onnx.engine.tokenizer import ClipTokenizer
+from napari_sam3_onnx.engine.concepts.search import TextCache, search_slice
+from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.testing.concepts import EOT, SOT, TOKEN_ANY, TOKEN_BRIGHT, TOKEN_NOTHING
 from napari_sam3_onnx.testing.scenes import BLOBS, SPECK, planted_image

@@ -159,8 +159,8 @@ def test_a_failing_variant_is_removed_unless_kept(bundle, fp32_decisions, int8, 
 def test_language_encoder_not_loaded_for_clicks_or_propagation(bundle):
     from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
     from napari_sam3_onnx.engine.interactive import Prompt, segment
-    from napari_sam3_onnx.engine.propagation import propagate
-    from napari_sam3_onnx.engine.propagation_types import Seed
+    from napari_sam3_onnx.engine.tracking.propagation import propagate
+    from napari_sam3_onnx.engine.tracking.types import Seed
     from napari_sam3_onnx.export.scenes import test_image
     from napari_sam3_onnx.models.bundle import open_bundle
 

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from napari_sam3_onnx.engine.propagation import STACK_NEEDED
+from napari_sam3_onnx.engine.tracking.propagation import STACK_NEEDED
 from napari_sam3_onnx.testing.pagarcia import build_pagarcia
 
 from .gui_helpers import iou, settle

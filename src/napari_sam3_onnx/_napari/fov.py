@@ -2,12 +2,13 @@
 
 *Field of view*: the canvas rectangle is mapped to the image's data coordinates (camera centre
 and zoom, through ``layer.world_to_data``), clipped to the plane and snapped outwards
-(:func:`~napari_sam3_onnx.engine.tiling.fov_region`) so small pans keep the same rectangle, and
-reused while it still contains the view (:func:`~napari_sam3_onnx.engine.tiling.fov_reusable`).
+(:func:`~napari_sam3_onnx.engine.tiling.tiles.fov_region`) so small pans keep the same
+rectangle, and reused while it still contains the view
+(:func:`~napari_sam3_onnx.engine.tiling.tiles.fov_reusable`).
 That rectangle is encoded, at most once (it is part of the cache key), instead of the plane.
 
 *Tiles*: prompts on planes above the tiling threshold are answered on one tile each
-(:mod:`napari_sam3_onnx.engine.tiled`). When both are on, the field of view wins.
+(:mod:`napari_sam3_onnx.engine.tiling.tiled`). When both are on, the field of view wins.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from qtpy.QtWidgets import QCheckBox
 
 from ..engine.encoding import SliceRef
 from ..engine.interactive import Prompt
-from ..engine.tiled import prompt_extent
-from ..engine.tiling import Box, TileSettings, fov_region, fov_reusable
+from ..engine.tiling.tiled import prompt_extent
+from ..engine.tiling.tiles import Box, TileSettings, fov_region, fov_reusable
 
 FOV_TEXT = "Encode what I see (field of view)"
 TILE_TEXT = "Tile large planes"

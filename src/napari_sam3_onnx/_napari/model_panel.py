@@ -28,10 +28,10 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from ..engine.concepts import TextCache
+from ..engine.concepts.search import TextCache
+from ..engine.concepts.tokenizer import ClipTokenizer
 from ..engine.encoding import SliceEncoder
-from ..engine.store_lookup import open_lookup_encoder
-from ..engine.tokenizer import ClipTokenizer
+from ..engine.store.lookup import open_lookup_encoder
 from ..models.base import Capability, SamAdapter
 from ..models.bundle import open_bundle
 from ..models.errors import Sam3OnnxError

@@ -1,6 +1,6 @@
 """One propagation run off the Qt thread, its slices written on the Qt thread as they come.
 
-The engine's :func:`~napari_sam3_onnx.engine.propagation.propagate` runs in a worker; its
+The engine's :func:`~napari_sam3_onnx.engine.tracking.propagation.propagate` runs in a worker; its
 ``on_slice`` and ``progress`` callbacks emit Qt signals, which Qt queues to the thread the
 :class:`PropagationRunner` lives in (the Qt thread), where :class:`RunWriter` writes each slice
 into the target layer. When the worker ends - done, cancelled or failed - the run is closed as one
@@ -17,8 +17,8 @@ from qtpy.QtCore import QObject, Signal
 
 from ..engine.encoding import SliceRef
 from ..engine.interactive import Prompt
-from ..engine.propagation import propagate
-from ..engine.propagation_types import Direction, PropagationResult, Seed
+from ..engine.tracking.propagation import propagate
+from ..engine.tracking.types import Direction, PropagationResult, Seed
 from ..models.base import SamAdapter
 from . import layers, workers
 from .propagation_seeds import merge_seeds
@@ -38,7 +38,7 @@ class RunSpec:
     seeds : dict[int, list[Seed]]
         Per object id (the label value written), its seed slices.
     direction, index_range, stop_after
-        As in :func:`~napari_sam3_onnx.engine.propagation.propagate`.
+        As in :func:`~napari_sam3_onnx.engine.tracking.propagation.propagate`.
     overwrite : bool
         Write over other objects' pixels.
     replace : frozenset of int

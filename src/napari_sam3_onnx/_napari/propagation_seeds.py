@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..engine.interactive import Prompt
-from ..engine.propagation import STACK_NEEDED
-from ..engine.propagation_types import Method, PropagationResult, Seed, Stop
+from ..engine.tracking.propagation import STACK_NEEDED
+from ..engine.tracking.types import Method, PropagationResult, Seed, Stop
 from ..models.base import Capability
 from ..models.errors import PromptError
 from .layers import plane_shape

@@ -16,8 +16,8 @@ from collections.abc import Collection, Mapping
 import numpy as np
 from napari.layers import Labels
 
-from ..engine.propagation_labels import LabelWriter
-from ..engine.track_steps import SliceOutput
+from ..engine.tracking.labels import LabelWriter
+from ..engine.tracking.steps import SliceOutput
 
 
 def lead_index(axis: int, fixed: tuple[int, ...], k: int) -> tuple[int, ...]:
@@ -31,7 +31,7 @@ def owner_plane(outputs: Mapping[int, SliceOutput], shape: tuple[int, int]) -> n
     """``(rows, cols)`` int32 plane of object ids (0: none) for one slice's outputs.
 
     Where several objects claim a pixel it goes to the highest upsampled logit (the engine's
-    :class:`~napari_sam3_onnx.engine.propagation_labels.LabelWriter` rule).
+    :class:`~napari_sam3_onnx.engine.tracking.labels.LabelWriter` rule).
     """
     plane = np.zeros((1, *shape), np.int32)
     LabelWriter(plane)(0, outputs)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from napari.layers import Image, Labels
 
 from ..engine.cache import EmbeddingCache
-from ..engine.concepts import TextCache
+from ..engine.concepts.search import TextCache
 from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
 from ..models.errors import Sam3OnnxError

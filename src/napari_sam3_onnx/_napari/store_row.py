@@ -3,7 +3,7 @@
 Every tab gets its embeddings through the one encoder the model section hands the session;
 with a store attached that encoder reads (and, when allowed, adds to) the store, so a stack
 ``napari-sam3-onnx precompute`` filled is prompted, searched and propagated without encoding
-(:mod:`napari_sam3_onnx.engine.store_lookup` finds its entries by content).
+(:mod:`napari_sam3_onnx.engine.store.lookup` finds its entries by content).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..engine.concepts import Exemplars, parse_concepts
-from ..engine.tokenizer import ClipTokenizer
+from ..engine.concepts.search import Exemplars, parse_concepts
+from ..engine.concepts.tokenizer import ClipTokenizer
 from ..models.errors import PromptError
 from . import prompts
 from .layers import index_label

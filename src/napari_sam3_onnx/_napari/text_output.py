@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from napari.layers import Image, Labels
 
-from ..engine.concepts import Instance, SliceResult
+from ..engine.concepts.search import Instance, SliceResult
 from .commit import plane_indices
 from .layers import index_label, is_scratch, plane_shape, same, transform_kwargs
 

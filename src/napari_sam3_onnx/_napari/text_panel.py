@@ -27,7 +27,7 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from ..engine.concepts import TextCache
+from ..engine.concepts.search import TextCache
 from ..models.base import Capability
 from ..models.errors import Sam3OnnxError
 from . import layers, workers

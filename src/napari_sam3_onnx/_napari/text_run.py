@@ -4,9 +4,9 @@ Everything here runs without Qt: :func:`iter_run` is the generator the tab hands
 thread pool (one ``yield`` per finished plane, so napari's progress bar and cancel work per
 plane), and tests drive it directly. The engine does the work: planes are embedded through the
 shared :class:`~napari_sam3_onnx.engine.encoding.SliceEncoder` (cached planes are not
-re-encoded), phrases through the shared :class:`~napari_sam3_onnx.engine.concepts.TextCache`
+re-encoded), phrases through the shared :class:`~napari_sam3_onnx.engine.concepts.search.TextCache`
 (the language encoder runs once per phrase), and each plane through
-:func:`~napari_sam3_onnx.engine.concepts.search_slice`.
+:func:`~napari_sam3_onnx.engine.concepts.search.search_slice`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from ..engine.concepts import VISUAL, Exemplars, SliceResult, TextCache, search_slice
+from ..engine.concepts.search import VISUAL, Exemplars, SliceResult, TextCache, search_slice
 from ..engine.encoding import SliceEncoder, SliceRef
-from ..engine.tiled_search import search_tiled
-from ..engine.tiling import TileSettings
+from ..engine.tiling.tiled_search import search_tiled
+from ..engine.tiling.tiles import TileSettings
 from ..models.base import Capability
 
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field, replace
 
 from napari.qt.threading import create_worker
 
-from ..engine.concepts import TextCache
-from ..engine.detector_box import segment_prompt
+from ..engine.concepts.detector_box import segment_prompt
+from ..engine.concepts.search import TextCache
 from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
-from ..engine.tiled import first_tile, for_plane, input_side, segment_on
-from ..engine.tiling import TileSettings
+from ..engine.tiling.tiled import first_tile, for_plane, input_side, segment_on
+from ..engine.tiling.tiles import TileSettings
 from ..models.base import Capability
 from ..models.errors import PromptError, Sam3OnnxError
 

@@ -16,8 +16,9 @@ Examples
 ...                    store="nuclei.zarr").mask     # (rows, cols) bool, no encoding
 
 The encoder is the slow step (seconds per slice on a CPU); :func:`precompute` writes each
-slice's embedding once into an :class:`~napari_sam3_onnx.engine.store.EmbeddingStore`, and every
-other function takes ``store=`` to read from it (and fill it). Pass ``client=`` (a
+slice's embedding once into an
+:class:`~napari_sam3_onnx.engine.store.embedding_store.EmbeddingStore`, and every other
+function takes ``store=`` to read from it (and fill it). Pass ``client=`` (a
 ``dask.distributed.Client``) to :func:`precompute` to spread the slices over a cluster.
 """
 
@@ -30,16 +31,16 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.automatic import AutoMaskSettings
-from ..engine.detector_box import segment_prompt
+from ..engine.concepts.detector_box import segment_prompt
 from ..engine.encoding import SliceRef
 from ..engine.interactive import ObjectMask, Prompt
-from ..engine.precompute import PrecomputeReport
-from ..engine.precompute import precompute as _precompute_refs
 from ..engine.slices import extract_plane
-from ..engine.store import EmbeddingStore, fingerprint
-from ..engine.store_verify import StoreCheck, verify_store
-from ..engine.tiled import input_side, tile_refs
-from ..engine.tiling import TileSettings, as_tiling
+from ..engine.store.embedding_store import EmbeddingStore, fingerprint
+from ..engine.store.precompute import PrecomputeReport
+from ..engine.store.precompute import precompute as _precompute_refs
+from ..engine.store.verify import StoreCheck, verify_store
+from ..engine.tiling.tiled import input_side, tile_refs
+from ..engine.tiling.tiles import TileSettings, as_tiling
 from ..models.base import Capability
 from .automatic import AutoSegmentation, AutoStep, iter_segment_all, segment_all
 from .bundles import Bundle, open_bundle

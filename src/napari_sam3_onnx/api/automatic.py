@@ -19,8 +19,8 @@ from ..engine.automatic import AutoMaskSettings, AutoResult, segment_plane
 from ..engine.automatic.linking import LINK_IOU, PlaneLinker, relabel
 from ..engine.cache import EmbeddingCache
 from ..engine.encoding import SliceRef
-from ..engine.store import EmbeddingStore
-from ..engine.tiling import TileSettings, as_tiling
+from ..engine.store.embedding_store import EmbeddingStore
+from ..engine.tiling.tiles import TileSettings, as_tiling
 from ..models.base import Capability, Embedding, SamAdapter
 from .bundles import Bundle
 from .jobs import StackJob

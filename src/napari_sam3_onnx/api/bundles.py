@@ -7,11 +7,11 @@ from functools import cached_property
 from pathlib import Path
 
 from ..engine.cache import EmbeddingCache
-from ..engine.concepts import TextCache
+from ..engine.concepts.search import TextCache
+from ..engine.concepts.tokenizer import ClipTokenizer
 from ..engine.encoding import SliceEncoder, SliceRef
-from ..engine.precompute import StoreBackedEncoder
-from ..engine.store import BundleTag, EmbeddingStore
-from ..engine.tokenizer import ClipTokenizer
+from ..engine.store.embedding_store import BundleTag, EmbeddingStore
+from ..engine.store.precompute import StoreBackedEncoder
 from ..models.base import Capability, SamAdapter
 from ..models.bundle import open_bundle as _open_adapter
 from ..models.errors import ModelFileMissingError
@@ -67,7 +67,7 @@ class Bundle:
     tag : BundleTag
         Identity of the bundle in embedding-store signatures, by the content of its files
         (computed on first use: hashing a full bundle takes seconds, once; see
-        :mod:`~napari_sam3_onnx.engine.bundle_digest`).
+        :mod:`~napari_sam3_onnx.engine.store.bundle_digest`).
     cache : EmbeddingCache
         In-memory embeddings reused by :func:`~napari_sam3_onnx.api.segment` calls.
     """

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.encoding import SliceRef
-from ..engine.precompute import PrecomputeReport, StoreBackedEncoder
-from ..engine.store import BundleTag, EmbeddingStore
+from ..engine.store.embedding_store import BundleTag, EmbeddingStore
+from ..engine.store.precompute import PrecomputeReport, StoreBackedEncoder
 from ..models.bundle import open_bundle as _open_adapter
 from ..models.errors import Sam3OnnxError
 from ..models.runtime import RuntimeConfig
@@ -67,7 +67,7 @@ def encode_slice(ctx: TaskContext, job: StackJob, index: tuple[int, ...], plane=
     """Task body: make sure the store holds ``job``'s plane ``index``; what it took.
 
     Returns ``"skipped"``, ``"encoded"`` or ``"repaired"`` (see
-    :meth:`~napari_sam3_onnx.engine.precompute.StoreBackedEncoder.ensure_entry`).
+    :meth:`~napari_sam3_onnx.engine.store.precompute.StoreBackedEncoder.ensure_entry`).
 
     ``plane`` carries the pixels for in-memory images; file images are read on the worker.
     """

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.cache import EmbeddingCache
-from ..engine.propagation import STACK_NEEDED
-from ..engine.propagation import propagate as _propagate
-from ..engine.propagation_labels import LabelWriter, refs_along_axis
-from ..engine.propagation_types import Direction, PropagationResult, Seed
-from ..engine.store import EmbeddingStore
+from ..engine.store.embedding_store import EmbeddingStore
+from ..engine.tracking.labels import LabelWriter, refs_along_axis
+from ..engine.tracking.propagation import STACK_NEEDED
+from ..engine.tracking.propagation import propagate as _propagate
+from ..engine.tracking.types import Direction, PropagationResult, Seed
 from ..models.errors import PromptError
 from .bundles import Bundle
 from .io import planes_view

@@ -12,10 +12,10 @@ import numpy as np
 
 from ..engine.automatic.linking import PlaneLinker
 from ..engine.cache import EmbeddingCache
-from ..engine.concepts import DEFAULT_FLOOR, SliceResult, parse_concepts, search_slice
-from ..engine.store import EmbeddingStore
-from ..engine.tiled_search import search_tiled
-from ..engine.tiling import TileSettings, as_tiling
+from ..engine.concepts.search import DEFAULT_FLOOR, SliceResult, parse_concepts, search_slice
+from ..engine.store.embedding_store import EmbeddingStore
+from ..engine.tiling.tiled_search import search_tiled
+from ..engine.tiling.tiles import TileSettings, as_tiling
 from ..models.base import Capability
 from .automatic import link_result
 from .bundles import Bundle
@@ -183,7 +183,7 @@ def search_text(
     tile : TileSettings or int, optional
         Search large planes tile by tile (an int: the tile side in pixels; planes longer than
         one tile are tiled). Instances cut by tile edges or found twice in overlaps are merged
-        (:mod:`~napari_sam3_onnx.engine.tiled_search`); see ``docs/large-images.md``.
+        (:mod:`~napari_sam3_onnx.engine.tiling.tiled_search`); see ``docs/large-images.md``.
     link_iou : float, optional
         Give an instance the id of the previous slice's instance it overlaps with IoU above
         this (e.g. 0.3, :data:`~napari_sam3_onnx.engine.automatic.linking.LINK_IOU`), so "every

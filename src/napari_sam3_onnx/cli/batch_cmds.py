@@ -16,7 +16,7 @@ from ..api.jobs import StackJob
 from ..api.metadata import KNOWN_AXES, image_axes, pixel_size
 from ..api.text import table_rows
 from ..api.validate import check_seeds, check_window
-from ..engine.concepts import parse_concepts
+from ..engine.concepts.search import parse_concepts
 from ..models.base import Capability
 from ..models.errors import PromptError
 from . import args as _args

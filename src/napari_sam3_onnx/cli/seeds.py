@@ -12,7 +12,7 @@ import numpy as np
 
 from ..api.io import InputError, read_image
 from ..api.validate import MAX_LABEL
-from ..engine.propagation_types import Seed
+from ..engine.tracking.types import Seed
 
 
 def add_seed_args(p: argparse.ArgumentParser) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from .. import api
 from ..api.io import InputError
-from ..engine.store import StoreError
-from ..engine.store_verify import EntryState
+from ..engine.store.embedding_store import StoreError
+from ..engine.store.verify import EntryState
 
 #: ``store verify`` exit codes.
 EXIT_ALL_OK, EXIT_BROKEN, EXIT_NOT_A_STORE = 0, 1, 2

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from ..models.base import Embedding
+from napari_sam3_onnx.models.base import Embedding
 
 #: Default budget: about 40 slices of the tracker pair's 21 MB embeddings.
 DEFAULT_BUDGET_BYTES = 1 << 30

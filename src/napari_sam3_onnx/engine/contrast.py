@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .slices import extract_plane, window_to_uint8
+from napari_sam3_onnx.engine.slices import extract_plane, window_to_uint8
 
 #: A region whose 99th percentile maps below this 8-bit value looks black.
 DARK = 16

@@ -16,8 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.base import MaskCandidates, SamAdapter
-from .postprocess import MASK_INPUT_CLAMP, fill_holes, hole_area_for, select_candidate
+from napari_sam3_onnx.engine.postprocess import (
+    MASK_INPUT_CLAMP,
+    fill_holes,
+    hole_area_for,
+    select_candidate,
+)
+from napari_sam3_onnx.models.base import MaskCandidates, SamAdapter
 
 #: SAM's logit for "object absent" (occlusion gating).
 NO_OBJ_SCORE = -1024.0

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.base import Capability, Embedding, SamAdapter
-from .cache import EmbeddingCache, SliceKey
-from .slices import extract_plane, plane_to_rgb
+from napari_sam3_onnx.engine.cache import EmbeddingCache, SliceKey
+from napari_sam3_onnx.engine.slices import extract_plane, plane_to_rgb
+from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
 
 
 @dataclass(frozen=True)

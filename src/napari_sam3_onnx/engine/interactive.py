@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.base import Capability, Embedding, SamAdapter
-from ..models.errors import PromptError
-from . import coords
-from .decode import Decoded, decode_step, mask_input_for
-from .postprocess import logits_to_mask
+from napari_sam3_onnx.engine import coords
+from napari_sam3_onnx.engine.decode import Decoded, decode_step, mask_input_for
+from napari_sam3_onnx.engine.postprocess import logits_to_mask
+from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
+from napari_sam3_onnx.models.errors import PromptError
 
 
 @dataclass(frozen=True)

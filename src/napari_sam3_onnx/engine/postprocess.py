@@ -13,8 +13,8 @@ from functools import lru_cache
 import numpy as np
 from skimage.measure import label
 
-from ..models.base import MaskCandidates
-from ..models.imageops import resample_matrix, resize_bilinear
+from napari_sam3_onnx.models.base import MaskCandidates
+from napari_sam3_onnx.models.imageops import resample_matrix, resize_bilinear
 
 STABILITY_DELTA = 0.05
 STABILITY_THRESHOLD = 0.98

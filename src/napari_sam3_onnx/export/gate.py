@@ -65,13 +65,13 @@ def rel_error(ref: np.ndarray, other: np.ndarray) -> float:
 
 def decisions(folder: Path | str) -> dict:
     """Every decision (and the raw outputs behind it) the engine makes with one bundle."""
-    from ..engine.concepts import TextCache
+    from ..engine.concepts.search import TextCache
+    from ..engine.concepts.tokenizer import ClipTokenizer
     from ..engine.encoding import SliceEncoder, SliceRef
     from ..engine.interactive import Prompt, segment
     from ..engine.postprocess import logits_to_mask
-    from ..engine.propagation import propagate
-    from ..engine.propagation_types import Seed
-    from ..engine.tokenizer import ClipTokenizer
+    from ..engine.tracking.propagation import propagate
+    from ..engine.tracking.types import Seed
     from ..models.bundle import open_bundle
     from .scenes import test_image
 

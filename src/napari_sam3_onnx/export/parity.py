@@ -1,9 +1,10 @@
 """Parity of an exported ``nso-sam3`` bundle against Meta's PyTorch code on the same weights.
 
 The plugin side runs through the plugin's own engine and adapter (``open_bundle``,
-``engine.interactive.segment``, ``engine.concepts``, ``engine.propagation.propagate``); the
-PyTorch side through :mod:`.reference`. :func:`run` returns every number it measured, per part,
-and :func:`check` turns them into pass/fail against :data:`TOLERANCES`.
+``engine.interactive.segment``, ``engine.concepts.search``,
+``engine.tracking.propagation.propagate``); the PyTorch side through :mod:`.reference`.
+:func:`run` returns every number it measured, per part, and :func:`check` turns them into
+pass/fail against :data:`TOLERANCES`.
 
 Usage: ``python -m napari_sam3_onnx.export.parity BUNDLE --bpe VOCAB [--parts clicks,...]``
 (rebuilds the reduced random-weight model with the manifest's seed; for a checkpoint bundle
@@ -87,9 +88,9 @@ def clicks(adapter, ref, img: np.ndarray, state: dict) -> list[dict]:
 
 def concepts(adapter, ref, img: np.ndarray, state: dict, bundle: Path) -> list[dict]:
     """Text, exemplar box, text + box: adapter ``detect`` / engine search vs ``Sam3Processor``."""
-    from ..engine.concepts import TextCache, search_slice
+    from ..engine.concepts.search import TextCache, search_slice
+    from ..engine.concepts.tokenizer import ClipTokenizer
     from ..engine.postprocess import logits_to_mask
-    from ..engine.tokenizer import ClipTokenizer
 
     emb = adapter.encode(img)
     tok = ClipTokenizer.from_folder(bundle)
@@ -141,8 +142,8 @@ def propagation(adapter, ref, n_slices: int = 5, seed: int = 2) -> list[dict]:
     """A 5-slice stack, one click on the middle slice, both directions, one bank."""
     from ..engine.encoding import SliceEncoder, SliceRef
     from ..engine.postprocess import fill_holes, hole_area_for, logits_to_mask
-    from ..engine.propagation import propagate
-    from ..engine.propagation_types import Seed
+    from ..engine.tracking.propagation import propagate
+    from ..engine.tracking.types import Seed
     from .scenes import test_image
 
     frames = [test_image(1, shift=(4.0 * i, 6.0 * i)) for i in range(n_slices)]

@@ -7,8 +7,8 @@ no tokenizer, and their toy language encoders read token ids, not words
 "bright", 3000 -> 0.999 "nothing"; every other id -> 0.25).
 
 :func:`write_toy_tokenizer` builds the tokenizer the product uses
-(:func:`~napari_sam3_onnx.engine.tokenizer.build_clip_tokenizer`: 256 byte symbols, the same with
-``</w>``, one token per merge, then start and end) from a merge list laid out so that
+(:func:`~napari_sam3_onnx.engine.concepts.tokenizer.build_clip_tokenizer`: 256 byte symbols, the
+same with ``</w>``, one token per merge, then start and end) from a merge list laid out so that
 
 * each word's **final** merge sits at index ``id - 512``, so the whole word is that one token;
 * its intermediate merges (left to right over the pieces the earlier merges leave) sit just
@@ -25,7 +25,7 @@ from __future__ import annotations
 from itertools import pairwise
 from pathlib import Path
 
-from ..engine.tokenizer import TOKENIZER_FILES, build_clip_tokenizer, bytes_to_unicode
+from ..engine.concepts.tokenizer import TOKENIZER_FILES, build_clip_tokenizer, bytes_to_unicode
 from .concepts import TOKEN_ANY, TOKEN_BRIGHT, TOKEN_NOTHING
 
 #: The words of the default toy tokenizer and the ids the toy detector gives a meaning.

@@ -24,14 +24,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ...models.base import Capability, Embedding, SamAdapter
-from ..encoding import SliceRef
-from ..postprocess import upsample_crop
-from ..tiled import with_plane_window
-from ..tiling import Box
-from .grid import crop_boxes, layer_points_per_side, point_grid
-from .masks import box_nms, mask_box, remove_small_regions, stability_scores
-from .settings import AutoMaskSettings
+from napari_sam3_onnx.engine.automatic.grid import crop_boxes, layer_points_per_side, point_grid
+from napari_sam3_onnx.engine.automatic.masks import (
+    box_nms,
+    mask_box,
+    remove_small_regions,
+    stability_scores,
+)
+from napari_sam3_onnx.engine.automatic.settings import AutoMaskSettings
+from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.engine.postprocess import upsample_crop
+from napari_sam3_onnx.engine.tiling.tiled import with_plane_window
+from napari_sam3_onnx.engine.tiling.tiles import Box
+from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
 
 #: Pixels within which a mask's box counts as touching a crop edge (SAM's ``atol``).
 CROP_EDGE_TOL = 20.0

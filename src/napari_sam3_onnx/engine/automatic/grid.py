@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..tiling import Box
+from napari_sam3_onnx.engine.tiling.tiles import Box
 
 
 def point_grid(points_per_side: int) -> np.ndarray:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..evaluation import match_pairs, overlap_iou
+from napari_sam3_onnx.engine.evaluation import match_pairs, overlap_iou
 
 #: IoU above which an object continues the previous plane's object.
 LINK_IOU = 0.3

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...models.base import Embedding, SamAdapter
-from ..encoding import SliceRef
-from ..tiled import input_side, tile_refs
-from ..tiled_search import Part, merge_parts
-from ..tiling import Box, TileSettings
-from .generate import AutoMask, generate_masks
-from .settings import AutoMaskSettings
+from napari_sam3_onnx.engine.automatic.generate import AutoMask, generate_masks
+from napari_sam3_onnx.engine.automatic.settings import AutoMaskSettings
+from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.engine.tiling.tiled import input_side, tile_refs
+from napari_sam3_onnx.engine.tiling.tiled_search import Part, merge_parts
+from napari_sam3_onnx.engine.tiling.tiles import Box, TileSettings
+from napari_sam3_onnx.models.base import Embedding, SamAdapter
 
 #: The ``concept`` of every automatic instance (what the tiles' merge groups by).
 OBJECT = "object"

@@ -1,4 +1,4 @@
-"""Inputs and outputs of :func:`napari_sam3_onnx.engine.propagation.propagate`."""
+"""Inputs and outputs of :func:`napari_sam3_onnx.engine.tracking.propagation.propagate`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Literal
 
 import numpy as np
 
-from .interactive import Prompt
-from .memory_bank import MemoryBank
-from .track_steps import SliceOutput
+from napari_sam3_onnx.engine.interactive import Prompt
+from napari_sam3_onnx.engine.tracking.memory_bank import MemoryBank
+from napari_sam3_onnx.engine.tracking.steps import SliceOutput
 
 Direction = Literal["both", "forward", "backward"]
 Method = Literal["memory", "carry-over"]
@@ -103,7 +103,7 @@ class ObjectTrack:
 
 @dataclass
 class PropagationResult:
-    """What :func:`~napari_sam3_onnx.engine.propagation.propagate` returns.
+    """What :func:`~napari_sam3_onnx.engine.tracking.propagation.propagate` returns.
 
     Attributes
     ----------

@@ -15,17 +15,17 @@ from typing import Protocol
 
 import numpy as np
 
-from ..models.base import Capability, Embedding, SamAdapter
-from .memory_bank import BankSettings, MemoryBank
-from .postprocess import hole_area_for
-from .propagation_types import Method, Seed
-from .track_steps import (
+from napari_sam3_onnx.engine.postprocess import hole_area_for
+from napari_sam3_onnx.engine.tracking.memory_bank import BankSettings, MemoryBank
+from napari_sam3_onnx.engine.tracking.steps import (
     SliceOutput,
     decode_mask_seed,
     decode_prompt,
     mask_prompt,
     track_with_memory,
 )
+from napari_sam3_onnx.engine.tracking.types import Method, Seed
+from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
 
 
 def memory_score(out: SliceOutput) -> float:

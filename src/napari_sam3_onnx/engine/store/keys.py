@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .bundle_digest import bundle_digest
+from napari_sam3_onnx.engine.store.bundle_digest import bundle_digest
 
 
 class EntryStatus(enum.StrEnum):

@@ -17,15 +17,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..models.base import Embedding, SamAdapter
-from ..models.errors import PromptError
-from . import coords
-from .concepts import TextCache
-from .detector_box import segment_prompt
-from .encoding import SliceRef
-from .interactive import ObjectMask, Prompt, prepare_prompt
-from .slices import _default_limits, extract_plane
-from .tiling import (
+from napari_sam3_onnx.engine import coords
+from napari_sam3_onnx.engine.concepts.detector_box import segment_prompt
+from napari_sam3_onnx.engine.concepts.search import TextCache
+from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt, prepare_prompt
+from napari_sam3_onnx.engine.slices import _default_limits, extract_plane
+from napari_sam3_onnx.engine.tiling.tiles import (
     Box,
     TileSettings,
     as_box,
@@ -34,6 +32,8 @@ from .tiling import (
     tile_grid,
     touches_inner_edge,
 )
+from napari_sam3_onnx.models.base import Embedding, SamAdapter
+from napari_sam3_onnx.models.errors import PromptError
 
 #: ``ref -> Embedding``: how a region is embedded (``SliceEncoder.embed``, or a locked variant).
 Embedder = Callable[[SliceRef], Embedding]

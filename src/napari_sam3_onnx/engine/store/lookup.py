@@ -29,12 +29,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models.base import Capability, Embedding, SamAdapter
-from .cache import EmbeddingCache
-from .encoding import SliceRef
-from .precompute import StoreBackedEncoder
-from .slices import extract_plane, plane_to_rgb
-from .store import BundleTag, EmbeddingStore, EntryKey, EntryStatus, StoreError, safe_name
+from napari_sam3_onnx.engine.cache import EmbeddingCache
+from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.engine.slices import extract_plane, plane_to_rgb
+from napari_sam3_onnx.engine.store.embedding_store import (
+    BundleTag,
+    EmbeddingStore,
+    EntryKey,
+    EntryStatus,
+    StoreError,
+    safe_name,
+)
+from napari_sam3_onnx.engine.store.precompute import StoreBackedEncoder
+from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
 
 
 def same_model_input(

@@ -22,7 +22,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from ..models.registry import home_dir
+from napari_sam3_onnx.models.registry import home_dir
 
 #: Files that decide what the graphs compute (graphs, external weights, constants).
 WEIGHT_FILE = re.compile(r".*(\.onnx|\.onnx[._]data|\.data|\.bin|\.npz)$")

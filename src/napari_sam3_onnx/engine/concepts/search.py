@@ -19,11 +19,17 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import ndimage
 
-from ..models.base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
-from ..models.errors import PromptError
-from . import coords
-from .postprocess import logits_to_mask, upsample_crop
-from .tokenizer import ClipTokenizer
+from napari_sam3_onnx.engine import coords
+from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
+from napari_sam3_onnx.engine.postprocess import logits_to_mask, upsample_crop
+from napari_sam3_onnx.models.base import (
+    Capability,
+    Detections,
+    Embedding,
+    SamAdapter,
+    TextEmbedding,
+)
+from napari_sam3_onnx.models.errors import PromptError
 
 #: SAM 3's literal text for exemplar-only (geometry) prompts.
 VISUAL = "visual"

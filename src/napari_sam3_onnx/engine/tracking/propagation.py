@@ -31,12 +31,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..models.base import Capability, SamAdapter
-from ..models.errors import PromptError
-from .encoding import SliceEncoder, SliceRef
-from .propagation_trackers import Tracker, memory_score, tracker_for
-from .propagation_types import Direction, ObjectTrack, PropagationResult, Seed, Stop, StopReason
-from .track_steps import SliceOutput
+from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+from napari_sam3_onnx.engine.tracking.steps import SliceOutput
+from napari_sam3_onnx.engine.tracking.trackers import Tracker, memory_score, tracker_for
+from napari_sam3_onnx.engine.tracking.types import (
+    Direction,
+    ObjectTrack,
+    PropagationResult,
+    Seed,
+    Stop,
+    StopReason,
+)
+from napari_sam3_onnx.models.base import Capability, SamAdapter
+from napari_sam3_onnx.models.errors import PromptError
 
 __all__ = ["PropagationResult", "Seed", "memory_score", "propagate"]
 NAMES = {1: "forward", -1: "backward"}

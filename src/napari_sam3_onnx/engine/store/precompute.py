@@ -13,12 +13,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.base import Capability, Embedding, SamAdapter
-from .cache import EmbeddingCache
-from .encoding import SliceEncoder, SliceRef
-from .slices import extract_plane, plane_to_rgb
-from .store import EmbeddingStore, EntryKey, EntryStatus, fingerprint
-from .tiling import as_box
+from napari_sam3_onnx.engine.cache import EmbeddingCache
+from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+from napari_sam3_onnx.engine.slices import extract_plane, plane_to_rgb
+from napari_sam3_onnx.engine.store.embedding_store import (
+    EmbeddingStore,
+    EntryKey,
+    EntryStatus,
+    fingerprint,
+)
+from napari_sam3_onnx.engine.tiling.tiles import as_box
+from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
 
 
 class StoreBackedEncoder(SliceEncoder):

@@ -12,8 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import store_files as sf
-from .store import ENTRY_KEY, FORMAT, ROOT_KEY, StoreError, describe, read_arrays
+from napari_sam3_onnx.engine.store import files as sf
+from napari_sam3_onnx.engine.store.embedding_store import (
+    ENTRY_KEY,
+    FORMAT,
+    ROOT_KEY,
+    StoreError,
+    describe,
+    read_arrays,
+)
 
 
 class EntryState(enum.StrEnum):

@@ -1,6 +1,6 @@
 """Memory-bank settings, one slice's selection, and the rules that do not need the bank.
 
-See :mod:`napari_sam3_onnx.engine.memory_bank` and ../shared/model-contracts.md section 10.
+See :mod:`napari_sam3_onnx.engine.tracking.memory_bank` and ../shared/model-contracts.md section 10.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..models.base import SamAdapter
+from napari_sam3_onnx.models.base import SamAdapter
 
 #: SAM 3's tracker values (``build_tracker``; model-contracts 10.1), used only for the settings a
 #: bundle does not publish. ``use_memory_selection`` is True in SAM 3's concept-video model but

@@ -39,10 +39,16 @@ from typing import Any
 
 import numpy as np
 
-from ..models.base import Embedding
-from ..models.errors import Sam3OnnxError
-from . import store_files as sf
-from .store_keys import BundleTag, EntryKey, EntryStatus, fingerprint, safe_name
+from napari_sam3_onnx.engine.store import files as sf
+from napari_sam3_onnx.engine.store.keys import (
+    BundleTag,
+    EntryKey,
+    EntryStatus,
+    fingerprint,
+    safe_name,
+)
+from napari_sam3_onnx.models.base import Embedding
+from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 __all__ = [
     "BundleTag", "EmbeddingStore", "EntryKey", "EntryStatus", "StoreError", "StoreMismatchError",

@@ -23,11 +23,23 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import ndimage
 
-from ..models.base import SamAdapter
-from .concepts import DEFAULT_FLOOR, Instance, SliceResult, TextCache, search_slice
-from .encoding import SliceRef
-from .tiled import Embedder, input_side, iter_tiles, tile_refs
-from .tiling import Box, TileSettings, as_box, intersect, touches_inner_edge
+from napari_sam3_onnx.engine.concepts.search import (
+    DEFAULT_FLOOR,
+    Instance,
+    SliceResult,
+    TextCache,
+    search_slice,
+)
+from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.engine.tiling.tiled import Embedder, input_side, iter_tiles, tile_refs
+from napari_sam3_onnx.engine.tiling.tiles import (
+    Box,
+    TileSettings,
+    as_box,
+    intersect,
+    touches_inner_edge,
+)
+from napari_sam3_onnx.models.base import SamAdapter
 
 #: Mask IoU inside the overlap of two tiles at which two instances are one object.
 DEFAULT_IOU = 0.5

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..models.base import Capability, Embedding, SamAdapter
-from ..models.errors import CapabilityError, PromptError
-from . import coords
-from .concepts import VISUAL, TextCache
-from .interactive import ObjectMask, Prompt, segment
-from .postprocess import logits_to_mask
+from napari_sam3_onnx.engine import coords
+from napari_sam3_onnx.engine.concepts.search import VISUAL, TextCache
+from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt, segment
+from napari_sam3_onnx.engine.postprocess import logits_to_mask
+from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
+from napari_sam3_onnx.models.errors import CapabilityError, PromptError
 
 
 def box_iou_xyxy(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -10,11 +10,11 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from ..models.errors import PromptError
-from .encoding import SliceRef
-from .postprocess import upsample_logits
-from .propagation import STACK_NEEDED
-from .track_steps import SliceOutput
+from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.engine.postprocess import upsample_logits
+from napari_sam3_onnx.engine.tracking.propagation import STACK_NEEDED
+from napari_sam3_onnx.engine.tracking.steps import SliceOutput
+from napari_sam3_onnx.models.errors import PromptError
 
 
 def refs_along_axis(

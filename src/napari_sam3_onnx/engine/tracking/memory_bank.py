@@ -26,7 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from .memory_select import BankSettings, Selection, cap_selection, closest_conditioning
+from napari_sam3_onnx.engine.tracking.memory_select import (
+    BankSettings,
+    Selection,
+    cap_selection,
+    closest_conditioning,
+)
 
 __all__ = ["BankSettings", "MemoryBank", "Selection"]
 

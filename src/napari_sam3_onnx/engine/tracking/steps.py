@@ -20,14 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import ndimage
 
-from ..models.base import Embedding, MaskCandidates, SamAdapter
-from ..models.errors import PromptError
-from ..models.imageops import resize_bilinear
-from .decode import NO_OBJ_SCORE, Decoded, decode_step
-from .interactive import Prompt, prepare_prompt
-from .interactive import decode_prompt as _decode
-from .memory_select import Selection
-from .postprocess import logits_to_mask
+from napari_sam3_onnx.engine.decode import NO_OBJ_SCORE, Decoded, decode_step
+from napari_sam3_onnx.engine.interactive import Prompt, prepare_prompt
+from napari_sam3_onnx.engine.interactive import decode_prompt as _decode
+from napari_sam3_onnx.engine.postprocess import logits_to_mask
+from napari_sam3_onnx.engine.tracking.memory_select import Selection
+from napari_sam3_onnx.models.base import Embedding, MaskCandidates, SamAdapter
+from napari_sam3_onnx.models.errors import PromptError
+from napari_sam3_onnx.models.imageops import resize_bilinear
 
 __all__ = ["NO_OBJ_SCORE", "SliceOutput", "decode_mask_seed", "decode_prompt", "mask_prompt",
            "track_with_memory"]

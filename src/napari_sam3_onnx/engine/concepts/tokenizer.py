@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-from ..models.errors import (
+from napari_sam3_onnx.models.errors import (
     BundleFileError,
     ModelFileMissingError,
     ModelFileUnreadableError,

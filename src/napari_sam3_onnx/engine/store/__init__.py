@@ -1,0 +1,1 @@
+"""Embedding stores on disk: keys, files, integrity, lookup and precompute."""
