@@ -49,7 +49,7 @@ def one(folder: str, n: int) -> dict:
     """Measure one bundle and stack length (run in its own process)."""
     from napari.layers import Labels
 
-    from napari_sam3_onnx._napari.propagation_writer import RunWriter
+    from napari_sam3_onnx._napari.propagate.writer import RunWriter
     from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
     from napari_sam3_onnx.engine.tracking.propagation import Seed, propagate
     from napari_sam3_onnx.models.bundle import open_bundle

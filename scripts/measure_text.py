@@ -6,7 +6,7 @@ arithmetic, so the encoder is far cheaper than SAM 3's (16-21 s per slice on 2 C
 The ratio ``stack time / (encode time x slices)`` is therefore an upper bound on what the
 search adds on top of encoding: with real weights it moves towards 1.
 
-For each layout it runs the Text tab's loop (``_napari.text_run.iter_run``, without Qt) over a
+For each layout it runs the Text tab's loop (``_napari.text.run.iter_run``, without Qt) over a
 480 x 720 stack whose slices plant different blobs (testing.scenes, upscaled 8x), for "bright" at
 SAM 3's 0.5 floor, cold (every slice encoded) and warm (all slices cached, phrase cached), and
 counts language-encoder runs per run.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from napari_sam3_onnx._napari.text_run import TextRun, iter_run
+from napari_sam3_onnx._napari.text.run import TextRun, iter_run
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef

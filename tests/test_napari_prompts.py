@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from napari_sam3_onnx._napari.prompts import ObjectPrompt, group_objects, with_feedback
+from napari_sam3_onnx._napari.clicks.prompts import ObjectPrompt, group_objects, with_feedback
 from napari_sam3_onnx._napari.workers import neighbours
 from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt

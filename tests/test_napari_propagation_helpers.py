@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from napari.layers import Labels
 
-from napari_sam3_onnx._napari.propagation_seeds import (
+from napari_sam3_onnx._napari.propagate.seeds import (
     label_seeds,
     match_corrections,
     parse_ids,
     stop_text,
 )
-from napari_sam3_onnx._napari.propagation_writer import RunWriter, lead_index
+from napari_sam3_onnx._napari.propagate.writer import RunWriter, lead_index
 from napari_sam3_onnx.engine.interactive import Prompt
 from napari_sam3_onnx.engine.tracking.steps import SliceOutput
 from napari_sam3_onnx.engine.tracking.types import Stop
@@ -103,7 +103,7 @@ def test_corrections_are_matched_by_ids_or_overlap():
 
 
 def test_summary_groups_objects_that_stopped_alike():
-    from napari_sam3_onnx._napari.propagation_seeds import summary
+    from napari_sam3_onnx._napari.propagate.seeds import summary
     from napari_sam3_onnx.engine.tracking.types import ObjectTrack, PropagationResult
 
     end = {"forward": Stop(11, "range-end", 11), "backward": Stop(0, "range-end", 0)}

@@ -10,7 +10,7 @@ from napari.components import ViewerModel
 from napari.layers import Image, Shapes
 
 from napari_sam3_onnx._napari.layers import slice_ref
-from napari_sam3_onnx._napari.text_inputs import (
+from napari_sam3_onnx._napari.text.inputs import (
     EXEMPLAR,
     long_prompt_warnings,
     phrases,
@@ -18,8 +18,8 @@ from napari_sam3_onnx._napari.text_inputs import (
     scope_indices,
     set_exemplar_polarity,
 )
-from napari_sam3_onnx._napari.text_output import TextOutput, summary, target_choices
-from napari_sam3_onnx._napari.text_run import TextRun, iter_run
+from napari_sam3_onnx._napari.text.output import TextOutput, summary, target_choices
+from napari_sam3_onnx._napari.text.run import TextRun, iter_run
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.engine.encoding import SliceEncoder

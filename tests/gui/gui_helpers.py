@@ -49,7 +49,7 @@ class Mouse:
         self.canvas = viewer.window._qt_viewer.canvas._scene_canvas
 
     def at(self, row: float, col: float) -> tuple[float, float]:
-        from napari_sam3_onnx._napari.fov import camera, canvas_size
+        from napari_sam3_onnx._napari.clicks.fov import camera, canvas_size
 
         height, width = canvas_size(self.viewer)
         cam = camera(self.viewer)

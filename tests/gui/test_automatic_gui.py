@@ -26,7 +26,7 @@ def steep(tmp_path_factory):
 
 
 def test_preview_commit_undo_and_evaluate(make_napari_viewer, steep, qtbot):
-    from napari_sam3_onnx._napari.auto_output import PREVIEW, RESULT
+    from napari_sam3_onnx._napari.automatic.output import PREVIEW, RESULT
 
     viewer = make_napari_viewer()
     data = np.stack([blob_image(SHAPE, drifting(z), value=255) for z in range(3)])

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from napari_sam3_onnx._napari.session import DEBOUNCE_MS
+from napari_sam3_onnx._napari.clicks.session import DEBOUNCE_MS
 
 from .gui_helpers import blob_stack, settle
 

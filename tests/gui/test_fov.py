@@ -10,7 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from napari_sam3_onnx._napari.fov import FOV_TEXT, TILE_TEXT, camera, canvas_size, visible_rect
+from napari_sam3_onnx._napari.clicks.fov import (
+    FOV_TEXT,
+    TILE_TEXT,
+    camera,
+    canvas_size,
+    visible_rect,
+)
 
 from .gui_helpers import iou, settle
 

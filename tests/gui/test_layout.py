@@ -39,7 +39,7 @@ def test_dock_width_does_not_change_when_a_model_loads(make_napari_viewer, open_
 
 
 def test_the_launcher_shows_the_whole_sample(qtbot, make_napari_viewer):
-    from napari_sam3_onnx._napari.fov import visible_rect
+    from napari_sam3_onnx._napari.clicks.fov import visible_rect
     from napari_sam3_onnx._napari.launch import open_viewer
 
     viewer, _w = open_viewer(show=True, viewer=make_napari_viewer(show=True))

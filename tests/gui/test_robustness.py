@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from napari_sam3_onnx._napari import workers
+from napari_sam3_onnx._napari.clicks.session import DEBOUNCE_MS
 from napari_sam3_onnx._napari.layers import same
-from napari_sam3_onnx._napari.session import DEBOUNCE_MS
 
 from .gui_helpers import blob_stack, iou, settle
 

@@ -106,7 +106,7 @@ def test_cli_precomputed_stack_in_every_tab_with_zero_encodes(
     target = w.session.layers.target
     assert all((np.asarray(target.data[z]) == 1).any() for z in range(stack.shape[0]))
     # the Automatic tab on every slice
-    from napari_sam3_onnx._napari.auto_output import PREVIEW
+    from napari_sam3_onnx._napari.automatic.output import PREVIEW
 
     auto = w.panels["Automatic"]
     w.tabs.setCurrentWidget(auto)

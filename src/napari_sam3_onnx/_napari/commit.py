@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 from napari.layers import Labels
 
-from ..models.errors import Sam3OnnxError
+from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 
 class CommitError(Sam3OnnxError):

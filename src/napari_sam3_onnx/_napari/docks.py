@@ -10,7 +10,7 @@ there is none. The entries are classes because napari passes the viewer to a cla
 
 from __future__ import annotations
 
-from .widget import ClicksWidget
+from napari_sam3_onnx._napari.widget import ClicksWidget
 
 
 def open_on_tab(napari_viewer, tab: str) -> ClicksWidget:

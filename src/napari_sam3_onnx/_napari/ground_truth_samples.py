@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api.samples import SAMPLES, load_sample
+from napari_sam3_onnx.api.samples import SAMPLES, load_sample
 
 
 def _layers(key: str) -> list[tuple]:

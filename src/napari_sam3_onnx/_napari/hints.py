@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..engine.contrast import prompt_region, window_hides_region
-from ..engine.encoding import SliceRef
-from ..engine.interactive import Prompt
+from napari_sam3_onnx.engine.contrast import prompt_region, window_hides_region
+from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.engine.interactive import Prompt
 
 CONTRAST_HINT = ("The contrast limits show this region as near-black, and the model sees the "
                  "image the way it is shown: check the contrast limits (layer controls), then "

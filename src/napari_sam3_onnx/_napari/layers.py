@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from napari.layers import Image, Labels, Layer, Points, Shapes
 
-from ..engine.encoding import SliceRef
-from ..models.errors import Sam3OnnxError
+from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 PROMPTS_NAME = "SAM prompts"
 BOXES_NAME = "SAM boxes"

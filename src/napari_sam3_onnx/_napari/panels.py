@@ -18,19 +18,19 @@ PanelFactory = Callable[[QWidget], QWidget]
 
 
 def _text(host: QWidget) -> QWidget:
-    from .text_panel import TextPanel
+    from napari_sam3_onnx._napari.text.panel import TextPanel
 
     return TextPanel(host)
 
 
 def _propagate(host: QWidget) -> QWidget:
-    from .propagation_panel import PropagationPanel
+    from napari_sam3_onnx._napari.propagate.panel import PropagationPanel
 
     return PropagationPanel(host)
 
 
 def _automatic(host: QWidget) -> QWidget:
-    from .auto_panel import AutoPanel
+    from napari_sam3_onnx._napari.automatic.panel import AutoPanel
 
     return AutoPanel(host)
 

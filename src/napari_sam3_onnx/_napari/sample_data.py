@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.synthetic import synthetic_nuclei
+from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
 
 #: Voxel size of the sample in micrometres (z, y, x): anisotropic, like a widefield stack.
 SCALE = (2.0, 0.5, 0.5)

@@ -17,7 +17,7 @@ import numpy as np
 from napari.layers import Labels
 from qtpy.QtWidgets import QFileDialog, QMessageBox, QPushButton, QWidget
 
-from ..api.ngff import (
+from napari_sam3_onnx.api.ngff import (
     NGFF_SUFFIX,
     UNITS,
     image_of_labels,

@@ -26,14 +26,20 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from .compact import compact_combo
-from .encode_status import EncodeStatus
-from .fov import make_controls
-from .layers import OBJECTS_NAME, is_scratch, plane_shape, same, set_polarity
-from .model_panel import ModelPanel
-from .panels import extra_panels
-from .save_labels import SaveLabelsButton
-from .session import ClickSession
+from napari_sam3_onnx._napari.clicks.fov import make_controls
+from napari_sam3_onnx._napari.clicks.session import ClickSession
+from napari_sam3_onnx._napari.compact import compact_combo
+from napari_sam3_onnx._napari.encode_status import EncodeStatus
+from napari_sam3_onnx._napari.layers import (
+    OBJECTS_NAME,
+    is_scratch,
+    plane_shape,
+    same,
+    set_polarity,
+)
+from napari_sam3_onnx._napari.model.panel import ModelPanel
+from napari_sam3_onnx._napari.panels import extra_panels
+from napari_sam3_onnx._napari.save_labels import SaveLabelsButton
 
 KEYS = {"t": "toggle", "c": "commit", "Shift-C": "clear"}
 #: Bound on the prompt layers only, where napari binds nothing: undo the last commit from where

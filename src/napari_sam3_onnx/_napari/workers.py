@@ -13,14 +13,14 @@ from dataclasses import dataclass, field, replace
 
 from napari.qt.threading import create_worker
 
-from ..engine.concepts.detector_box import segment_prompt
-from ..engine.concepts.search import TextCache
-from ..engine.encoding import SliceEncoder, SliceRef
-from ..engine.interactive import ObjectMask, Prompt
-from ..engine.tiling.tiled import first_tile, for_plane, input_side, segment_on
-from ..engine.tiling.tiles import TileSettings
-from ..models.base import Capability
-from ..models.errors import PromptError, Sam3OnnxError
+from napari_sam3_onnx.engine.concepts.detector_box import segment_prompt
+from napari_sam3_onnx.engine.concepts.search import TextCache
+from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt
+from napari_sam3_onnx.engine.tiling.tiled import first_tile, for_plane, input_side, segment_on
+from napari_sam3_onnx.engine.tiling.tiles import TileSettings
+from napari_sam3_onnx.models.base import Capability
+from napari_sam3_onnx.models.errors import PromptError, Sam3OnnxError
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from qtpy.QtCore import Qt
 from qtpy.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QSlider, QSpinBox, QWidget
 
-from .text_inputs import scope_indices
+from napari_sam3_onnx._napari.text.inputs import scope_indices
 
 DEFAULT_FLOOR = 0.5
 SCOPE_TITLES = {"current": "Current slice", "all": "All slices", "range": "Slice range"}

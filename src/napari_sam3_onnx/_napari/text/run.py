@@ -17,11 +17,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from ..engine.concepts.search import VISUAL, Exemplars, SliceResult, TextCache, search_slice
-from ..engine.encoding import SliceEncoder, SliceRef
-from ..engine.tiling.tiled_search import search_tiled
-from ..engine.tiling.tiles import TileSettings
-from ..models.base import Capability
+from napari_sam3_onnx.engine.concepts.search import (
+    VISUAL,
+    Exemplars,
+    SliceResult,
+    TextCache,
+    search_slice,
+)
+from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+from napari_sam3_onnx.engine.tiling.tiled_search import search_tiled
+from napari_sam3_onnx.engine.tiling.tiles import TileSettings
+from napari_sam3_onnx.models.base import Capability
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ Instances are written as labels, one id each, with a score per instance in the f
 
 The tab shares the main widget's model, embedding cache, image and 'SAM boxes' layer
 (:mod:`~napari_sam3_onnx._napari.panels`). A run goes to napari's thread pool
-(:func:`~napari_sam3_onnx._napari.text_run.iter_run`: one step per slice, napari progress,
-cancel); :class:`~napari_sam3_onnx._napari.text_output.TextOutput` writes finished slices.
+(:func:`~napari_sam3_onnx._napari.text.run.iter_run`: one step per slice, napari progress,
+cancel); :class:`~napari_sam3_onnx._napari.text.output.TextOutput` writes finished slices.
 """
 
 from __future__ import annotations
@@ -27,22 +27,22 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from ..engine.concepts.search import TextCache
-from ..models.base import Capability
-from ..models.errors import Sam3OnnxError
-from . import layers, workers
-from .compact import compact, compact_combo
-from .hints import contrast_hint
-from .text_controls import FloorControl, ScopeControl
-from .text_inputs import (
+from napari_sam3_onnx._napari import layers, workers
+from napari_sam3_onnx._napari.compact import compact, compact_combo
+from napari_sam3_onnx._napari.hints import contrast_hint
+from napari_sam3_onnx._napari.text.controls import FloorControl, ScopeControl
+from napari_sam3_onnx._napari.text.inputs import (
     EXEMPLAR,
     long_prompt_warnings,
     phrases,
     plane_exemplars,
     set_exemplar_polarity,
 )
-from .text_output import TextOutput, summary, target_choices
-from .text_run import RunControl, SliceDone, TextRun, iter_run
+from napari_sam3_onnx._napari.text.output import TextOutput, summary, target_choices
+from napari_sam3_onnx._napari.text.run import RunControl, SliceDone, TextRun, iter_run
+from napari_sam3_onnx.engine.concepts.search import TextCache
+from napari_sam3_onnx.models.base import Capability
+from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 NEW_LAYER = "new layer per run"
 NO_MODEL = "Load a SAM 3 concept bundle (wkentaro, samexporter, Autognosi or ComicApp export) " \

@@ -16,8 +16,8 @@ from collections.abc import Collection, Mapping
 import numpy as np
 from napari.layers import Labels
 
-from ..engine.tracking.labels import LabelWriter
-from ..engine.tracking.steps import SliceOutput
+from napari_sam3_onnx.engine.tracking.labels import LabelWriter
+from napari_sam3_onnx.engine.tracking.steps import SliceOutput
 
 
 def lead_index(axis: int, fixed: tuple[int, ...], k: int) -> tuple[int, ...]:

@@ -12,14 +12,15 @@ from collections.abc import Callable
 
 from napari.layers import Image, Labels
 
-from ..engine.cache import EmbeddingCache
-from ..engine.concepts.search import TextCache
-from ..engine.encoding import SliceEncoder, SliceRef
-from ..engine.interactive import ObjectMask, Prompt
-from ..models.errors import Sam3OnnxError
-from . import commit, fov, layers, prompts, workers
-from .debounce import Debouncer
-from .hints import contrast_hint
+from napari_sam3_onnx._napari import commit, layers, workers
+from napari_sam3_onnx._napari.clicks import fov, prompts
+from napari_sam3_onnx._napari.clicks.debounce import Debouncer
+from napari_sam3_onnx._napari.hints import contrast_hint
+from napari_sam3_onnx.engine.cache import EmbeddingCache
+from napari_sam3_onnx.engine.concepts.search import TextCache
+from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt
+from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 #: Quiet time after the last prompt change before the model runs.
 DEBOUNCE_MS = 150

@@ -28,21 +28,21 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from ..engine.concepts.search import TextCache
-from ..engine.concepts.tokenizer import ClipTokenizer
-from ..engine.encoding import SliceEncoder
-from ..engine.store.lookup import open_lookup_encoder
-from ..models.base import Capability, SamAdapter
-from ..models.bundle import open_bundle
-from ..models.errors import Sam3OnnxError
-from ..models.runtime import (
+from napari_sam3_onnx._napari import workers
+from napari_sam3_onnx._napari.model.store_row import StoreRow
+from napari_sam3_onnx.engine.concepts.search import TextCache
+from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
+from napari_sam3_onnx.engine.encoding import SliceEncoder
+from napari_sam3_onnx.engine.store.lookup import open_lookup_encoder
+from napari_sam3_onnx.models.base import Capability, SamAdapter
+from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.errors import Sam3OnnxError
+from napari_sam3_onnx.models.runtime import (
     PROVIDER_ALIASES,
     RuntimeConfig,
     available_providers,
     resolve_providers,
 )
-from . import workers
-from .store_row import StoreRow
 
 TOY_NOTE = ("TOY TEST MODEL: tiny hand-written graphs that outline bright blobs, so every tab "
             "can be tried on the sample. It is not SAM 3; load real SAM 3 weights for real work.")
@@ -76,7 +76,7 @@ def device_choices() -> list[str]:
 def _registered(folder: Path):
     """The registry entry ``folder`` was downloaded (or built) for, or None."""
     try:
-        from ..models.registry import KNOWN_BUNDLES, bundle_dir
+        from napari_sam3_onnx.models.registry import KNOWN_BUNDLES, bundle_dir
     except ImportError:
         return None
     folder = folder.resolve()
@@ -292,8 +292,8 @@ class ModelPanel(QWidget):
     def load_toy(self) -> None:
         """Load the registry's toy model, building it first if it is not cached yet (~1 s)."""
         try:
-            from ..models.download import download_bundle
-            from ..models.registry import get_bundle
+            from napari_sam3_onnx.models.download import download_bundle
+            from napari_sam3_onnx.models.registry import get_bundle
 
             folder = download_bundle(get_bundle("toy"))
         except ImportError as exc:
@@ -314,7 +314,7 @@ class ModelPanel(QWidget):
     def _download_menu(self) -> QMenu:
         menu = QMenu(self)
         try:
-            from ..models.registry import KNOWN_BUNDLES
+            from napari_sam3_onnx.models.registry import KNOWN_BUNDLES
         except ImportError:
             act = menu.addAction("(model registry not available in this version)")
             act.setEnabled(False)
@@ -337,11 +337,13 @@ class ModelPanel(QWidget):
     def start_download(self, spec, token: str | None = None) -> None:
         """Download ``spec`` in a worker (progress bar, cancel button), then load it."""
         try:
-            from ..models.download import download_bundle
+            from napari_sam3_onnx.models.download import download_bundle
         except ImportError as exc:
             self._notify(f"Downloads are not available in this version ({exc}).")
             return
-        from ..models.hub_fetch import effective_token  # $HF_TOKEN or 'hf auth login'
+        from napari_sam3_onnx.models.hub_fetch import (
+            effective_token,  # $HF_TOKEN or 'hf auth login'
+        )
 
         if getattr(spec, "gated", False) and token is None and effective_token(None) is None:
             token, ok = QInputDialog.getText(self, "Access token", f"{spec.title} is gated on "

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 from napari.layers import Image, Labels
 
-from ..engine.automatic import AutoInstance, AutoResult
-from .commit import plane_indices
-from .layers import index_label, plane_shape, transform_kwargs
-from .text_output import append_features
+from napari_sam3_onnx._napari.commit import plane_indices
+from napari_sam3_onnx._napari.layers import index_label, plane_shape, transform_kwargs
+from napari_sam3_onnx._napari.text.output import append_features
+from napari_sam3_onnx.engine.automatic import AutoInstance, AutoResult
 
 PREVIEW = "SAM automatic (preview)"
 RESULT = "SAM automatic"

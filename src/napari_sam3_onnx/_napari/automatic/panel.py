@@ -31,16 +31,16 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from ..api.automatic import AutoStep, iter_segment_refs
-from ..api.evaluate import evaluate
-from ..engine.automatic import AutoMaskSettings
-from ..engine.automatic.linking import LINK_IOU
-from ..models.base import Capability
-from ..models.errors import Sam3OnnxError
-from . import layers, workers
-from .auto_output import AutoOutput
-from .text_controls import ScopeControl
-from .text_output import target_choices
+from napari_sam3_onnx._napari import layers, workers
+from napari_sam3_onnx._napari.automatic.output import AutoOutput
+from napari_sam3_onnx._napari.text.controls import ScopeControl
+from napari_sam3_onnx._napari.text.output import target_choices
+from napari_sam3_onnx.api.automatic import AutoStep, iter_segment_refs
+from napari_sam3_onnx.api.evaluate import evaluate
+from napari_sam3_onnx.engine.automatic import AutoMaskSettings
+from napari_sam3_onnx.engine.automatic.linking import LINK_IOU
+from napari_sam3_onnx.models.base import Capability
+from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 NEW_LAYER = "new layer"
 NO_MODEL = "Load a bundle that takes clicks above to segment every object automatically."

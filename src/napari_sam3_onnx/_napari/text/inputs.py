@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..engine.concepts.search import Exemplars, parse_concepts
-from ..engine.concepts.tokenizer import ClipTokenizer
-from ..models.errors import PromptError
-from . import prompts
-from .layers import index_label
+from napari_sam3_onnx._napari.clicks import prompts
+from napari_sam3_onnx._napari.layers import index_label
+from napari_sam3_onnx.engine.concepts.search import Exemplars, parse_concepts
+from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
+from napari_sam3_onnx.models.errors import PromptError
 
 #: Shapes-layer feature holding each rectangle's exemplar polarity (True = positive).
 EXEMPLAR = "exemplar_positive"

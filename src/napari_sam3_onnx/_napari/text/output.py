@@ -18,9 +18,15 @@ import numpy as np
 import pandas as pd
 from napari.layers import Image, Labels
 
-from ..engine.concepts.search import Instance, SliceResult
-from .commit import plane_indices
-from .layers import index_label, is_scratch, plane_shape, same, transform_kwargs
+from napari_sam3_onnx._napari.commit import plane_indices
+from napari_sam3_onnx._napari.layers import (
+    index_label,
+    is_scratch,
+    plane_shape,
+    same,
+    transform_kwargs,
+)
+from napari_sam3_onnx.engine.concepts.search import Instance, SliceResult
 
 PREFIX = "SAM text: "
 COLUMNS = ("index", "concept", "score", "area", "slice", "box")

@@ -28,12 +28,10 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from ..models.base import Capability
-from ..models.errors import Sam3OnnxError
-from . import layers
-from .compact import compact, compact_combo
-from .propagation_run import LastRun, PropagationRunner, RunSpec
-from .propagation_seeds import (
+from napari_sam3_onnx._napari import layers
+from napari_sam3_onnx._napari.compact import compact, compact_combo
+from napari_sam3_onnx._napari.propagate.run import LastRun, PropagationRunner, RunSpec
+from napari_sam3_onnx._napari.propagate.seeds import (
     axis_names,
     finished_message,
     label_seeds,
@@ -44,6 +42,8 @@ from .propagation_seeds import (
     preview_seeds,
     run_problem,
 )
+from napari_sam3_onnx.models.base import Capability
+from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 DIRECTIONS = (("both", "both"), ("up", "forward"), ("down", "backward"))
 

@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..engine.interactive import Prompt
-from ..engine.tracking.propagation import STACK_NEEDED
-from ..engine.tracking.types import Method, PropagationResult, Seed, Stop
-from ..models.base import Capability
-from ..models.errors import PromptError
-from .layers import plane_shape
-from .workers import describe
+from napari_sam3_onnx._napari.layers import plane_shape
+from napari_sam3_onnx._napari.workers import describe
+from napari_sam3_onnx.engine.interactive import Prompt
+from napari_sam3_onnx.engine.tracking.propagation import STACK_NEEDED
+from napari_sam3_onnx.engine.tracking.types import Method, PropagationResult, Seed, Stop
+from napari_sam3_onnx.models.base import Capability
+from napari_sam3_onnx.models.errors import PromptError
 
 METHOD_TEXT = {
     "memory": "SAM memory (memory graphs)",

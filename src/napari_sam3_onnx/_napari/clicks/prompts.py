@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from napari.layers import Image, Points, Shapes
 
-from ..engine.interactive import ObjectMask, Prompt
-from .layers import FEATURE, layer_to_image_data, on_plane
+from napari_sam3_onnx._napari.layers import FEATURE, layer_to_image_data, on_plane
+from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt
 
 #: napari data-event actions announcing a change not made yet (the finished one follows). A
 #: rectangle being drawn is "adding" from the mouse press (a tiny starting rectangle) until the

@@ -20,10 +20,10 @@ import numpy as np
 from napari.layers import Image
 from qtpy.QtWidgets import QCheckBox
 
-from ..engine.encoding import SliceRef
-from ..engine.interactive import Prompt
-from ..engine.tiling.tiled import prompt_extent
-from ..engine.tiling.tiles import Box, TileSettings, fov_region, fov_reusable
+from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.engine.interactive import Prompt
+from napari_sam3_onnx.engine.tiling.tiled import prompt_extent
+from napari_sam3_onnx.engine.tiling.tiles import Box, TileSettings, fov_region, fov_reusable
 
 FOV_TEXT = "Encode what I see (field of view)"
 TILE_TEXT = "Tile large planes"

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field, replace
 from napari.layers import Image, Labels
 from qtpy.QtCore import QObject, Signal
 
-from ..engine.encoding import SliceRef
-from ..engine.interactive import Prompt
-from ..engine.tracking.propagation import propagate
-from ..engine.tracking.types import Direction, PropagationResult, Seed
-from ..models.base import SamAdapter
-from . import layers, workers
-from .propagation_seeds import merge_seeds
-from .propagation_writer import RunWriter, lead_index
+from napari_sam3_onnx._napari import layers, workers
+from napari_sam3_onnx._napari.propagate.seeds import merge_seeds
+from napari_sam3_onnx._napari.propagate.writer import RunWriter, lead_index
+from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.engine.interactive import Prompt
+from napari_sam3_onnx.engine.tracking.propagation import propagate
+from napari_sam3_onnx.engine.tracking.types import Direction, PropagationResult, Seed
+from napari_sam3_onnx.models.base import SamAdapter
 
 
 @dataclass
