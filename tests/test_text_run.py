@@ -1,8 +1,9 @@
-"""The Text tab's parts that need no display: inputs, the run loop, the output layer."""
+"""The Text tab's parts that need no display: inputs, the search workflow, the output layer."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -19,10 +20,10 @@ from napari_sam3_onnx._napari.text.inputs import (
     set_exemplar_polarity,
 )
 from napari_sam3_onnx._napari.text.output import TextOutput, summary, target_choices
-from napari_sam3_onnx._napari.text.run import TextRun, iter_run
-from napari_sam3_onnx.engine.concepts.search import TextCache
+from napari_sam3_onnx.api.search import iter_search
+from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
-from napari_sam3_onnx.engine.encoding import SliceEncoder
+from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import PromptError
 from napari_sam3_onnx.testing.scenes import BLOBS, planted_image
@@ -44,15 +45,39 @@ def stack(planted=PLANTED):
 def model(request, tmp_path_factory):
     folder = build_text_bundle(tmp_path_factory.mktemp("text") / request.param, request.param)
     adapter = open_bundle(folder)
-    return adapter, ClipTokenizer.from_folder(folder)
+    return adapter, ClipTokenizer.from_folder(folder), folder
 
 
-def make_run(model, data, concepts, **kwargs):
-    adapter, tokenizer = model
+@dataclass
+class Run:
+    """A search as the Text tab starts one: a workspace, the layer's planes and the options."""
+
+    workspace: Workspace
+    refs: list[SliceRef]
+    concepts: list[str]
+    options: dict = field(default_factory=dict)
+
+    @property
+    def texts(self):
+        return self.workspace.texts
+
+    @property
+    def encoder(self):
+        return self.workspace.encoder
+
+    def steps(self, cancel=None, refs=None, **options):
+        return iter_search(self.workspace, self.refs if refs is None else refs, self.concepts,
+                           **{**self.options, **options},
+                           cancelled=None if cancel is None else cancel.is_set)
+
+
+def make_run(model, data, concepts, tiling=None, **kwargs):
+    adapter, _, folder = model
     image = Image(data, contrast_limits=(0, 255))
     refs = [slice_ref(image, (z,), 0) for z in range(len(data))]
-    run = TextRun(SliceEncoder(adapter), TextCache(adapter, tokenizer), refs, concepts, **kwargs)
-    return run, image
+    workspace = Workspace(tiling=tiling)
+    workspace.attach(adapter, folder)
+    return Run(workspace, refs, concepts, kwargs), image
 
 
 # ---- inputs -------------------------------------------------------------------------------
@@ -74,7 +99,7 @@ def test_phrases_and_long_prompts(model):
     assert phrases("  ", have_exemplars=True) == []
     with pytest.raises(PromptError, match="Type at least one concept"):
         phrases(" , ")
-    _, tokenizer = model
+    _, tokenizer, _ = model
     assert long_prompt_warnings(tokenizer, ["bright"]) == []
     (msg,) = long_prompt_warnings(tokenizer, ["bright " * 40])
     assert "SAM 3 reads 32" in msg and "cut to" in msg
@@ -111,7 +136,7 @@ def test_a_tiled_run_searches_tiles_once_each_and_finds_what_the_whole_plane_sho
     tiled, _ = make_run(model, stack(), ["bright"], tiling=tiles)
     encoded = []
     tiled.encoder.listen(on_start=lambda ref: encoded.append((ref.index, ref.region)))
-    for a, b in zip(iter_run(whole), iter_run(tiled), strict=True):
+    for a, b in zip(whole.steps(), tiled.steps(), strict=True):
         assert len(a.result.instances) == len(b.result.instances)
         found = [blob for blob in PLANTED[a.index[0]] if a.result.labels[centre(blob)]]
         ids = {int(b.result.labels[centre(blob)]) for blob in found}
@@ -122,7 +147,7 @@ def test_a_tiled_run_searches_tiles_once_each_and_finds_what_the_whole_plane_sho
 
 def test_run_finds_bright_blobs_on_their_slices_with_unique_ids(model):
     run, _ = make_run(model, stack(), ["bright"], first_id=5)
-    done = list(iter_run(run))
+    done = list(run.steps())
     assert [d.index for d in done] == [(0,), (1,), (2,)] and done[-1].done == done[-1].total == 3
     first, second, third = (d.result for d in done)
     assert first.labels[centre(TOP_LEFT)] == 5 and [i.id for i in first.instances] == [5]
@@ -140,13 +165,14 @@ def test_language_encoder_once_and_cancel_keeps_finished_planes(model):
     run, _ = make_run(model, stack([(TOP_LEFT,)] * 10), ["bright", "thing"])
     cancel = threading.Event()
     done = []
-    for step in iter_run(run, cancel):
+    for step in run.steps(cancel):
         done.append(step)
         if len(done) == 4:
             cancel.set()
     assert [d.index for d in done] == [(0,), (1,), (2,), (3,)]
     assert run.texts.calls == 2 and run.encoder.encoder_calls == 4  # once per phrase
-    list(iter_run(TextRun(run.encoder, run.texts, run.refs[:6], ["bright"])))
+    run.concepts = ["bright"]
+    list(run.steps(refs=run.refs[:6]))
     assert run.texts.calls == 2 and run.encoder.encoder_calls == 6  # cached phrase and planes
 
 
@@ -159,7 +185,7 @@ def test_new_layer_gets_planes_and_a_features_row_per_instance(model):
     out = TextOutput(viewer, image, None, ["bright"])
     assert out.layer.name == "SAM text: bright" and out.first_id == 1
     np.testing.assert_allclose(out.layer.scale, image.scale)
-    for step in iter_run(run):
+    for step in run.steps():
         assert out.add(step.index, step.result)
     written = out.finish()
     table = out.layer.features
@@ -183,8 +209,7 @@ def test_existing_layer_one_undo_step_and_user_pixels_kept(model):
     mine = viewer.add_labels(user.copy(), features={"kind": ["", "", "", "", "mine"]})
     out = TextOutput(viewer, image, mine, ["bright"])
     assert out.first_id == 5
-    for step in iter_run(TextRun(run.encoder, run.texts, run.refs, run.concepts,
-                                 first_id=out.first_id)):
+    for step in run.steps(first_id=out.first_id):
         out.add(step.index, step.result)
     assert (mine.data == user).all()  # nothing written before the run ends
     mine.data[2, 0, 0] = 9  # the user paints meanwhile: the run's ids move above it
@@ -208,7 +233,7 @@ def test_empty_new_layer_is_dropped(model):
     run, image = make_run(model, stack(), ["nothing"])
     viewer.add_layer(image)
     out = TextOutput(viewer, image, None, ["nothing"])
-    for step in iter_run(run):
+    for step in run.steps():
         out.add(step.index, step.result)
     assert out.finish() == []
     msg = summary(out, [], 5, ["nothing"], 0.5)

@@ -40,6 +40,7 @@ from napari_sam3_onnx._napari.layers import (
 from napari_sam3_onnx._napari.model.panel import ModelPanel
 from napari_sam3_onnx._napari.panels import extra_panels
 from napari_sam3_onnx._napari.save_labels import SaveLabelsButton
+from napari_sam3_onnx.api.workspace import Workspace
 
 KEYS = {"t": "toggle", "c": "commit", "Shift-C": "clear"}
 #: Bound on the prompt layers only, where napari binds nothing: undo the last commit from where
@@ -61,11 +62,13 @@ class ClicksWidget(QWidget):
         super().__init__(parent)
         self.viewer = napari_viewer
         self._updating = False
-        self.session = ClickSession(napari_viewer, notify=self._notify, busy=self._busy,
-                                    inform=self._inform)
+        self.workspace = Workspace()  # the model, encoder and caches every tab shares
+        self.session = ClickSession(napari_viewer, self.workspace, notify=self._notify,
+                                    busy=self._busy, inform=self._inform)
         self._layer_names: dict = {}  # unique_id -> name, kept on the Qt thread for workers
-        self.model = ModelPanel(self.session.set_encoder, self._set_budget, self._notify,
-                                image_name=lambda ref: self._layer_names.get(ref.source, ""))
+        self.model = ModelPanel(self.session.model_changed, self._set_budget, self._notify,
+                                image_name=lambda ref: self._layer_names.get(ref.source, ""),
+                                workspace=self.workspace)
 
         self.image = compact_combo()
         self.image.currentIndexChanged.connect(lambda _i: self._image_changed())

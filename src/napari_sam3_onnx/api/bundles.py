@@ -8,10 +8,10 @@ from pathlib import Path
 
 from ..engine.cache import EmbeddingCache
 from ..engine.concepts.search import TextCache
-from ..engine.concepts.tokenizer import ClipTokenizer
 from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.store.embedding_store import BundleTag, EmbeddingStore
 from ..engine.store.precompute import StoreBackedEncoder
+from ..engine.tiling.tiles import TileSettings
 from ..models.base import Capability, SamAdapter
 from ..models.bundle import open_bundle as _open_adapter
 from ..models.errors import ModelFileMissingError
@@ -19,6 +19,7 @@ from ..models.local_bundles import build_local_bundle
 from ..models.registry import bundle_dir, get_bundle
 from ..models.runtime import RuntimeConfig
 from .io import InputError
+from .workspace import Workspace, language_cache
 
 
 def resolve_bundle(bundle: str | Path, root: Path | str | None = None) -> Path:
@@ -105,10 +106,21 @@ class Bundle:
     def texts(self) -> TextCache:
         """Language-encoder outputs per phrase (the tokenizer is read from the folder once)."""
         if self._texts is None:
-            self.adapter.require(Capability.TEXT)
-            tokenizer = ClipTokenizer.from_folder(self.folder, self.adapter.context_length)
-            self._texts = TextCache(self.adapter, tokenizer)
+            self._texts = language_cache(self.adapter, self.folder)
         return self._texts
+
+    def workspace(
+        self, store: EmbeddingStore | Path | str | None = None,
+        cache: EmbeddingCache | None = None, tiling: TileSettings | None = None,
+    ) -> Workspace:
+        """A workspace for one workflow run.
+
+        It holds this bundle's encoder (over ``store`` when given, on ``cache``), its language
+        cache (shared across runs) and ``tiling``.
+        """
+        st = None if store is None else self.open_store(store)
+        return Workspace.for_encoder(self.encoder(st, cache), self.folder, tiling,
+                                     language=lambda: self.texts)
 
     def open_store(
         self, path: Path | str | EmbeddingStore, precision: str | None = None, mode: str = "a",

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from ..engine.automatic.linking import PlaneLinker
 from ..engine.cache import EmbeddingCache
-from ..engine.concepts.search import DEFAULT_FLOOR, SliceResult, parse_concepts, search_slice
+from ..engine.concepts.search import DEFAULT_FLOOR, SliceResult, parse_concepts
 from ..engine.store.embedding_store import EmbeddingStore
-from ..engine.tiling.tiled_search import search_tiled
 from ..engine.tiling.tiles import TileSettings, as_tiling
 from ..models.base import Capability
-from .automatic import link_result
 from .bundles import Bundle
-from .io import InputError
 from .jobs import StackJob
+from .search import check_search, iter_search
 
 #: Table columns before the ``index_<k>`` columns (one per leading axis of the image).
 INSTANCE_COLUMNS = ("label", "concept", "score", "area_px")
@@ -99,38 +94,22 @@ def iter_search_text(
 
     Ids are unique over the whole run. Only one slice's data, embedding (one tile's, when
     tiled) and labels are in memory at a time. The language encoder runs once per phrase
-    (cached in ``bundle.texts``). See :func:`search_text` for the parameters.
+    (cached in ``bundle.texts``). A thin call of :func:`~.search.iter_search`; see
+    :func:`search_text` for the parameters.
     """
     phrases = _phrases(concepts)
-    if not (math.isfinite(float(floor)) and 0.0 <= float(floor) <= 1.0):
-        raise InputError(f"floor={floor}: scores lie between 0 and 1.")
-    if int(min_area) < 0:
-        raise InputError(f"min_area={min_area}: give 0 (keep all) or more pixels.")
-    texts = bundle.texts
+    check_search(floor, min_area)
+    bundle.adapter.require(Capability.TEXT)
     job = StackJob(data, image, axis, rgb, window, slices)
     view = job.view()
-    indices = job.indices(view)
-    st = None if store is None else bundle.open_store(store)
-    encoder = bundle.encoder(st, EmbeddingCache(budget_bytes=0))
-    next_id, tiling = int(first_id), as_tiling(tile)
-    linker = None if link_iou is None else PlaneLinker(link_iou, next_id)
-    for n, index in enumerate(indices):
-        if cancelled is not None and cancelled():
-            return
-        if tiling is not None:
-            embed = partial(encoder.embed, need=Capability.TEXT)
-            res = search_tiled(bundle.adapter, embed, job.ref(view, index), phrases,
-                               texts, tiling, floor, min_area, fill_holes, next_id, index)
-        else:
-            emb = encoder.embed(job.ref(view, index), Capability.TEXT)
-            res = search_slice(bundle.adapter, emb, phrases, texts, floor, None, min_area,
-                               fill_holes, next_id, index)
-        next_id += len(res.instances)
-        if linker is not None:  # one id per object through z (the concept is not compared)
-            res.labels = link_result(linker, res.labels, res.instances, index)
+    refs = [job.ref(view, index) for index in job.indices(view)]
+    workspace = bundle.workspace(store, EmbeddingCache(budget_bytes=0), as_tiling(tile))
+    for step in iter_search(workspace, refs, phrases, floor=floor, min_area=min_area,
+                            fill_holes=fill_holes, first_id=first_id, link_iou=link_iou,
+                            cancelled=cancelled):
         if progress is not None:
-            progress(n + 1, len(indices))
-        yield index, res
+            progress(step.done, step.total)
+        yield step.index, step.result
 
 
 def search_text(

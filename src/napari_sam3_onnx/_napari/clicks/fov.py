@@ -20,6 +20,7 @@ import numpy as np
 from napari.layers import Image
 from qtpy.QtWidgets import QCheckBox
 
+from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt
 from napari_sam3_onnx.engine.tiling.tiled import prompt_extent
@@ -82,15 +83,24 @@ class ViewMode:
     fov : bool
         Encode the field of view.
     tiling : TileSettings or None
-        Tile large planes (None: never).
+        Tile large planes (None: never); the workspace's setting, so every tab tiles alike.
     regions : dict
         The last field-of-view box per (image, plane); reused while the view stays in it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, workspace: Workspace | None = None) -> None:
         self.fov = False
-        self.tiling: TileSettings | None = None
+        self.workspace = workspace if workspace is not None else Workspace()
         self.regions: dict[tuple, Box] = {}
+
+    @property
+    def tiling(self) -> TileSettings | None:
+        """The workspace's tiling setting."""
+        return self.workspace.tiling
+
+    @tiling.setter
+    def tiling(self, value: TileSettings | None) -> None:
+        self.workspace.tiling = value
 
     def region(self, viewer, image: Image, ref: SliceRef, prompts: list[Prompt]) -> Box | None:
         """The box to encode for this view and these prompts; None for the whole plane."""

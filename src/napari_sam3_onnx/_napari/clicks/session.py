@@ -16,10 +16,12 @@ from napari_sam3_onnx._napari import commit, layers, workers
 from napari_sam3_onnx._napari.clicks import fov, prompts
 from napari_sam3_onnx._napari.clicks.debounce import Debouncer
 from napari_sam3_onnx._napari.hints import contrast_hint
+from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.cache import EmbeddingCache
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt
+from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 #: Quiet time after the last prompt change before the model runs.
@@ -33,6 +35,9 @@ class ClickSession:
     ----------
     viewer : napari.Viewer
         The viewer.
+    workspace : Workspace, optional
+        The model, encoder, caches, tiling and data versions every tab shares (default: a
+        new, empty one).
     notify : callable, optional
         ``notify(message)`` for things the user must read (errors, hints).
     busy : callable, optional
@@ -42,25 +47,23 @@ class ClickSession:
         default ``notify``.
     """
 
-    def __init__(self, viewer, notify: Callable[[str], None] | None = None,
+    def __init__(self, viewer, workspace: Workspace | None = None,
+                 notify: Callable[[str], None] | None = None,
                  busy: Callable[[bool, str], None] | None = None,
                  inform: Callable[[str], None] | None = None) -> None:
         self.viewer = viewer
+        self.workspace = workspace if workspace is not None else Workspace()
         self.notify = notify or (lambda _msg: None)
         self.inform = inform or self.notify
         self.busy = busy or (lambda _on, _text: None)
-        self.cache = EmbeddingCache()
-        self.encoder: SliceEncoder | None = None
-        self.texts: TextCache | None = None
         self.layers: layers.PromptLayers | None = None
         self.generation = 0
         self.overwrite = self.prefetch = False
-        self.view = fov.ViewMode()  # whole plane, field of view or tiles
+        self.view = fov.ViewMode(self.workspace)  # whole plane, field of view or tiles
         self.messages: list[str] = []
         self.closed = False
         self._committed_to: Labels | None = None  # where Ctrl+Z on the prompt layers undoes
         self._drawing = False  # a rectangle is being drawn in the boxes layer
-        self._versions: dict = {}
         self._last: dict[tuple, tuple[Prompt, ObjectMask]] = {}
         self._shown: tuple[int, ...] | None = None
         self._current: list[ObjectMask] = []
@@ -80,14 +83,26 @@ class ClickSession:
         """The image being annotated."""
         return None if self.layers is None else self.layers.image
 
-    def set_encoder(self, encoder: SliceEncoder | None, texts: TextCache | None = None) -> None:
-        """Use another model (its embeddings share this session's cache).
+    @property
+    def cache(self) -> EmbeddingCache:
+        """The workspace's embedding cache (every tab's)."""
+        return self.workspace.cache
 
-        ``texts`` is the language cache of a detector-only bundle (boxes via exemplars).
-        """
-        if encoder is not None:
-            encoder.cache = self.cache
-        self.encoder, self.texts = encoder, texts
+    @property
+    def encoder(self) -> SliceEncoder | None:
+        """The workspace's encoder (None without a model)."""
+        return self.workspace.encoder
+
+    @property
+    def texts(self) -> TextCache | None:
+        """The language cache a detector-only bundle answers boxes with (None with a SAM head)."""
+        ws = self.workspace
+        if ws.has(Capability.CLICKS) or not ws.has(Capability.TEXT):
+            return None
+        return ws.texts
+
+    def model_changed(self) -> None:
+        """The workspace has another model (or none): drop the preview and run again."""
         self._forget()
         self.schedule()
 
@@ -152,7 +167,7 @@ class ClickSession:
         if not objects:
             self._clear_preview()
             return
-        ref = layers.slice_ref(lay.image, index, self._versions.get(lay.image.unique_id, 0))
+        ref = layers.slice_ref(lay.image, index, self.data_version(lay.image))
         ref = self.view.ref(self.viewer, lay.image, ref, [o.prompt for o in objects])
         job = workers.Job(self.generation, ref, [(o.key, prompts.with_feedback(o, self._last))
                                                  for o in objects], self.view.tiling)
@@ -220,7 +235,7 @@ class ClickSession:
     # ---- what the Text and Propagate tabs share --------------------------------------
     def data_version(self, image: Image) -> int:
         """Counter bumped whenever ``image``'s data changes (it is part of the cache key)."""
-        return self._versions.get(image.unique_id, 0)
+        return self.workspace.versions.get(image.unique_id)
 
     def previewed(self, index: tuple[int, ...]) -> list[tuple[Prompt, ObjectMask]] | None:
         """``(prompt, result)`` of each present object previewed on plane ``index``.
@@ -328,7 +343,7 @@ class ClickSession:
 
     def _on_data(self, _event=None) -> None:
         key = self.layers.image.unique_id
-        self._versions[key] = self._versions.get(key, 0) + 1
+        self.workspace.versions.bump(key)
         self.cache.drop(lambda k: k.source == key)
         self.schedule()
 

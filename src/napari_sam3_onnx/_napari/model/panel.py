@@ -30,10 +30,8 @@ from qtpy.QtWidgets import (
 
 from napari_sam3_onnx._napari import workers
 from napari_sam3_onnx._napari.model.store_row import StoreRow
+from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.concepts.search import TextCache
-from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
-from napari_sam3_onnx.engine.encoding import SliceEncoder
-from napari_sam3_onnx.engine.store.lookup import open_lookup_encoder
 from napari_sam3_onnx.models.base import Capability, SamAdapter
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import Sam3OnnxError
@@ -118,23 +116,28 @@ def model_line(adapter: SamAdapter, precision: str | None, providers: list[str],
     return " · ".join(parts)
 
 
-def _detector_texts(adapter: SamAdapter, folder: Path) -> TextCache:
-    """Boxes through the concept detector (``"visual"``) and text search need the tokenizer."""
-    if not adapter.has(Capability.TEXT):
+def check_usable(adapter: SamAdapter) -> None:
+    """Refuse a bundle that can answer neither clicks, boxes nor text (e.g. memory graphs alone).
+
+    Raises
+    ------
+    Sam3OnnxError
+        With what the bundle can do.
+    """
+    if not (adapter.has(Capability.CLICKS) or adapter.has(Capability.TEXT)):
         caps = ", ".join(sorted(c.value for c in adapter.capabilities))
         raise Sam3OnnxError(f"The {adapter.layout} bundle cannot answer clicks, boxes or text "
                             f"(it can: {caps}). Choose a bundle with a SAM head or a detector.")
-    return TextCache(adapter, ClipTokenizer.from_folder(folder, adapter.context_length))
 
 
 class ModelPanel(QWidget):
-    """Folder, download, device and cache controls; calls ``on_encoder`` with each new model.
+    """Folder, download, device and cache controls; attaches each model to the workspace.
 
     Parameters
     ----------
-    on_encoder : callable
-        ``on_encoder(encoder_or_None, texts_or_None)`` after every load attempt; ``texts`` is
-        the language cache a detector-only bundle needs for boxes (None with a SAM head).
+    on_model : callable
+        ``on_model()`` after every load attempt and store change (the workspace then holds
+        the new model and encoder, or none).
     cache_budget : callable
         ``cache_budget(bytes)`` when the budget changes.
     notify : callable
@@ -142,20 +145,20 @@ class ModelPanel(QWidget):
     image_name : callable, optional
         ``ref -> str``: an image's name to look for in an attached embedding store (a
         layer's name; entries are found by content all the same).
+    workspace : Workspace, optional
+        The dock's one workspace, which every tab uses (default: a new one).
     """
 
     #: Emitted after every load attempt (the workflow tabs re-read ``adapter``).
     loaded = Signal()
 
-    def __init__(self, on_encoder: Callable, cache_budget: Callable[[int], None],
+    def __init__(self, on_model: Callable[[], None], cache_budget: Callable[[int], None],
                  notify: Callable[[str], None], parent: QWidget | None = None,
-                 image_name: Callable | None = None) -> None:
+                 image_name: Callable | None = None, workspace: Workspace | None = None) -> None:
         super().__init__(parent)
-        self._on_encoder, self._budget_cb, self._notify = on_encoder, cache_budget, notify
+        self._on_model, self._budget_cb, self._notify = on_model, cache_budget, notify
         self._image_name = image_name
-        self.adapter: SamAdapter | None = None
-        self._texts: TextCache | None = None  # what the click session needs (detector-only)
-        self._language: TextCache | None = None  # the one language cache of this model
+        self.workspace = workspace if workspace is not None else Workspace()
         self.toy = False
         self._loaded: tuple[Path, str] | None = None  # (folder, name the field shows)
         self._cancel = False
@@ -201,8 +204,13 @@ class ModelPanel(QWidget):
         """Folder of the loaded bundle (the field shows its name), None when none is loaded."""
         return self._loaded[0] if self._loaded is not None else None
 
+    @property
+    def adapter(self) -> SamAdapter | None:
+        """The loaded model (the workspace's), None when none is loaded."""
+        return self.workspace.adapter
+
     def text_cache(self) -> TextCache | None:
-        """The loaded model's one language cache (every tab's), built on first use.
+        """The workspace's one language cache (every tab's), built on first use.
 
         None without a model or a language encoder.
 
@@ -211,12 +219,7 @@ class ModelPanel(QWidget):
         Sam3OnnxError
             The bundle folder has no tokenizer file.
         """
-        adapter = self.adapter
-        if self._language is None and adapter is not None and adapter.has(Capability.TEXT):
-            folder = self.bundle_folder or Path()
-            self._language = TextCache(
-                adapter, ClipTokenizer.from_folder(folder, adapter.context_length))
-        return self._language
+        return self.workspace.texts if self.workspace.has(Capability.TEXT) else None
 
     # ---- loading ---------------------------------------------------------------------
     def load(self, folder: str | Path | None = None, toy: bool = False) -> SamAdapter | None:
@@ -240,54 +243,54 @@ class ModelPanel(QWidget):
         config = RuntimeConfig(providers=self.device.currentText())
         try:
             adapter = open_bundle(folder, config)
-            texts = None if adapter.has(Capability.CLICKS) else _detector_texts(adapter, folder)
+            check_usable(adapter)
+            self.workspace.attach(adapter, folder)
+            if not adapter.has(Capability.CLICKS):  # boxes through the detector: a tokenizer
+                self.workspace.texts  # noqa: B018 - read now, so a missing file says so here
         except Sam3OnnxError as exc:
-            self.adapter, self.toy, self._loaded = None, False, None
-            self._texts = self._language = None
+            self.workspace.detach()
+            self.toy, self._loaded = False, None
             self.folder.setToolTip(str(folder))
             self.info.setText(f"<b>Not loaded.</b> {exc}")
             self._notify(str(exc))
-            self._on_encoder(None, None)
+            self._on_model()
             self.loaded.emit()
             return None
-        self.adapter, self._language = adapter, texts
+        detector_only = not adapter.has(Capability.CLICKS)
         name = bundle_name(folder, self.toy)
         self._loaded = (folder, name)
         self.folder.setText(name)
         self.folder.setToolTip(str(folder.resolve()))
-        note = "" if texts is None else "<br>Boxes only: this bundle has no click decoder."
-        if texts is not None and not adapter.has(Capability.BOXES):
+        note = "" if not detector_only else "<br>Boxes only: this bundle has no click decoder."
+        if detector_only and not adapter.has(Capability.BOXES):
             note = "<br>Text only: this bundle has no click or box decoder; use the Text tab."
         if self.toy:
             note += f"<br><b style='color:orange'>{TOY_NOTE}</b>"
         line = model_line(adapter, bundle_precision(folder),
                           resolve_providers(self.device.currentText()), self.toy)
         self.info.setText(f"{line}{note}")
-        self._texts = texts
         self._hand_on()
         self.loaded.emit()
         return adapter
 
     def _hand_on(self) -> None:
-        """Give the session the one encoder every tab uses (store-backed when one is chosen).
+        """Attach the model to the workspace with the chosen store (the encoder every tab uses).
 
         A store of another bundle or precision is refused with the store's own message and
         the model works from memory only.
         """
-        if self.adapter is None or self._loaded is None:
+        adapter = self.adapter
+        if adapter is None or self._loaded is None:
             return
         folder = self._loaded[0]
-        model_id = (str(folder.resolve()), self.adapter.layout)
-        encoder: SliceEncoder = SliceEncoder(self.adapter, model_id=model_id)
-        if self.store.path is not None:
-            try:
-                encoder = open_lookup_encoder(self.adapter, folder, self.store.path,
-                                              self.store.write.isChecked(), None, model_id,
-                                              self._image_name)
-            except Sam3OnnxError as exc:
-                self.store.detach()
-                self._notify(f"Embedding store not used: {exc}")
-        self._on_encoder(encoder, self._texts)
+        try:
+            self.workspace.attach(adapter, folder, self.store.path,
+                                  self.store.write.isChecked(), self._image_name)
+        except Sam3OnnxError as exc:
+            self.store.detach()
+            self._notify(f"Embedding store not used: {exc}")
+            self.workspace.attach(adapter, folder)
+        self._on_model()
 
     def load_toy(self) -> None:
         """Load the registry's toy model, building it first if it is not cached yet (~1 s)."""

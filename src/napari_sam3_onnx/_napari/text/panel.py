@@ -2,14 +2,19 @@
 
 Instances are written as labels, one id each, with a score per instance in the features table.
 
-The tab shares the main widget's model, embedding cache, image and 'SAM boxes' layer
-(:mod:`~napari_sam3_onnx._napari.panels`). A run goes to napari's thread pool
-(:func:`~napari_sam3_onnx._napari.text.run.iter_run`: one step per slice, napari progress,
-cancel); :class:`~napari_sam3_onnx._napari.text.output.TextOutput` writes finished slices.
+The tab shares the dock's workspace (model, encoder and embedding cache, language cache,
+tiling; :mod:`~napari_sam3_onnx.api.workspace`), image and 'SAM boxes' layer. It only turns
+layers into slice references and exemplars, and results into layer writes: a run is the API's
+search workflow (:func:`~napari_sam3_onnx.api.search.iter_search`, one step per slice) in
+napari's thread pool (napari progress, cancel);
+:class:`~napari_sam3_onnx._napari.text.output.TextOutput` writes finished slices.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 
 from napari.qt.threading import create_worker
@@ -39,8 +44,10 @@ from napari_sam3_onnx._napari.text.inputs import (
     set_exemplar_polarity,
 )
 from napari_sam3_onnx._napari.text.output import TextOutput, summary, target_choices
-from napari_sam3_onnx._napari.text.run import RunControl, SliceDone, TextRun, iter_run
+from napari_sam3_onnx.api.search import SearchStep, iter_search
+from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.concepts.search import TextCache
+from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
@@ -49,12 +56,44 @@ NO_MODEL = "Load a SAM 3 concept bundle (wkentaro, samexporter, Autognosi or Com
            "above to search by text."
 
 
+class RunControl:
+    """How a running search is stopped (kept apart from the tab so teardown holds no widget).
+
+    Attributes
+    ----------
+    cancel : threading.Event
+        Set to stop before the next plane (the workflow's cancel token is its ``is_set``).
+    worker : napari.qt.threading.GeneratorWorker or None
+        The worker running the search.
+    """
+
+    def __init__(self) -> None:
+        self.cancel = threading.Event()
+        self.worker = None
+
+    def stop(self) -> None:
+        """Ask the run to stop after the plane in progress."""
+        self.cancel.set()
+        if self.worker is not None:
+            self.worker.quit()
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What the finished-run message needs: the planes, phrases and floor of the run."""
+
+    refs: Sequence[SliceRef]
+    concepts: Sequence[str]
+    floor: float
+
+
 class TextPanel(QWidget):
     """The Text tab (``host`` is the main widget; see :mod:`.panels`)."""
 
     def __init__(self, host, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host, self.viewer = host, host.viewer
+        self.workspace: Workspace = host.model.workspace
         self.texts: TextCache | None = None
         self.output: TextOutput | None = None
         self.messages: list[str] = []
@@ -163,9 +202,9 @@ class TextPanel(QWidget):
             self._polarity()  # another image: its 'SAM boxes' layer has no polarity yet
 
     def _text_cache(self, adapter) -> TextCache:
-        """The model section's one language cache (the click session's for detector-only)."""
-        texts = self.host.model.text_cache()
-        if texts is None or texts.adapter is not adapter:
+        """The workspace's one language cache (the click session's for detector-only)."""
+        texts = self.workspace.texts
+        if texts.adapter is not adapter:
             raise Sam3OnnxError("The model changed while the Text tab was reading it; "
                                 "load it again.")
         return texts
@@ -202,9 +241,9 @@ class TextPanel(QWidget):
         """Start a search with the tab's settings (messages explain what is missing)."""
         if self.running:
             return
-        session, adapter = self.host.session, self.host.model.adapter
-        image, encoder = session.image, session.encoder
-        if self._reason is not None or self.texts is None or encoder is None:
+        session, adapter = self.host.session, self.workspace.adapter
+        image, encoder = session.image, self.workspace.encoder
+        if self._reason is not None or self.texts is None or encoder is None or adapter is None:
             self._say(self._reason or NO_MODEL, warn=True)
             return
         if image is None:
@@ -222,14 +261,15 @@ class TextPanel(QWidget):
             indices = [i for i in indices if i in exemplars]
         for message in long_prompt_warnings(self.texts.tokenizer, concepts):
             self._say(message, warn=True)
-        version = session.data_version(image)
+        version = self.workspace.versions.get(image.unique_id)
         output = TextOutput(self.viewer, image, self.target.currentData(), concepts)
-        run = TextRun(encoder, self.texts, [layers.slice_ref(image, i, version) for i in indices],
-                      concepts, self.floor.value, exemplars, self.min_size.value(),
-                      self.fill_holes.isChecked(), output.first_id, session.view.tiling)
-        self._start(run, output)
+        run = _Run([layers.slice_ref(image, i, version) for i in indices], concepts,
+                   self.floor.value)
+        options = {"floor": run.floor, "exemplars": exemplars, "min_area": self.min_size.value(),
+                   "fill_holes": self.fill_holes.isChecked(), "first_id": output.first_id}
+        self._start(run, output, options)
 
-    def _start(self, run: TextRun, output: TextOutput) -> None:
+    def _start(self, run: _Run, output: TextOutput, options: dict) -> None:
         self.output, self._run = output, run
         self._state.cancel.clear()
         self.progress.setRange(0, len(run.refs))
@@ -239,7 +279,8 @@ class TextPanel(QWidget):
         self._say(f"Searching {len(run.refs)} slice(s) of '{output.image.name}' for "
                   f"{', '.join(run.concepts) or 'the exemplars'}...")
         self._state.worker = create_worker(
-            iter_run, run, self._state.cancel,
+            iter_search, self.workspace, run.refs, run.concepts, **options,
+            cancelled=self._state.cancel.is_set, warn_long=False,
             _progress={"total": len(run.refs), "desc": "SAM text search"},
             _connect={"yielded": self._on_slice, "errored": self._on_error,
                       "finished": self._on_finished},
@@ -251,7 +292,7 @@ class TextPanel(QWidget):
             self._state.stop()
             self._say("Cancelling: the slice in progress finishes first.")
 
-    def _on_slice(self, done: SliceDone) -> None:
+    def _on_slice(self, done: SearchStep) -> None:
         out = self.output
         if out is None:
             return

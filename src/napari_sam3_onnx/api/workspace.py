@@ -1,0 +1,170 @@
+"""The workspace every workflow runs over: one model, its encoder and caches, store and settings.
+
+A :class:`Workspace` is what the search, propagation and segmentation generators
+(:mod:`.search`, :mod:`.propagate`, :mod:`.automatic`) need besides their inputs: the adapter,
+the one :class:`~napari_sam3_onnx.engine.encoding.SliceEncoder` (single-flight cache, optionally
+backed by an embedding store), the one language-encoder cache, the tiling setting and a data
+version per image. The headless API makes one per call from a :class:`~.bundles.Bundle`; the
+dock makes one for its lifetime and attaches each model it loads to it, so every tab shares the
+same encoder, cache and text cache. No Qt here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from pathlib import Path
+
+from ..engine.cache import EmbeddingCache
+from ..engine.concepts.search import TextCache
+from ..engine.concepts.tokenizer import ClipTokenizer
+from ..engine.encoding import SliceEncoder, SliceRef
+from ..engine.store.lookup import open_lookup_encoder
+from ..engine.tiling.tiles import TileSettings
+from ..models.base import Capability, SamAdapter
+from ..models.errors import Sam3OnnxError
+
+
+def language_cache(adapter: SamAdapter, folder: Path | str) -> TextCache:
+    """The language-encoder cache of a bundle (its tokenizer read with the graph's context length).
+
+    The one place a :class:`TextCache` is built for a workflow.
+
+    Raises
+    ------
+    MissingCapabilityError
+        The bundle has no language encoder.
+    ModelFileMissingError
+        The folder holds no tokenizer file.
+    """
+    adapter.require(Capability.TEXT)
+    return TextCache(adapter, ClipTokenizer.from_folder(Path(folder), adapter.context_length))
+
+
+class DataVersions:
+    """A counter per image (its ``SliceRef.source``), bumped whenever the image's data change.
+
+    The version is part of every slice reference, so embeddings of the old data are never
+    served for the new.
+    """
+
+    def __init__(self) -> None:
+        self._counts: dict[Hashable, int] = {}
+
+    def get(self, source: Hashable) -> int:
+        """The current version of ``source`` (0 until its data first change)."""
+        return self._counts.get(source, 0)
+
+    def bump(self, source: Hashable) -> int:
+        """Record a change of ``source``'s data; returns the new version."""
+        self._counts[source] = self.get(source) + 1
+        return self._counts[source]
+
+
+class Workspace:
+    """One model and what every workflow shares around it.
+
+    Parameters
+    ----------
+    cache : EmbeddingCache, optional
+        The embedding cache (default: a new one with the default budget). It outlives the
+        models attached: each model's embeddings are keyed by its own identity.
+    tiling : TileSettings, optional
+        Search, segment and prompt large planes tile by tile (None: whole planes).
+
+    Attributes
+    ----------
+    adapter : SamAdapter or None
+        The attached model (None: none yet).
+    folder : Path or None
+        Its bundle folder.
+    encoder : SliceEncoder or None
+        The one encoder every workflow uses (store-backed when a store is attached).
+    store : Path or None
+        The attached embedding store's folder.
+    tiling : TileSettings or None
+        As the parameter; the dock's "Tile large planes" sets it.
+    versions : DataVersions
+        Data versions of the images (part of slice references).
+    """
+
+    def __init__(self, cache: EmbeddingCache | None = None,
+                 tiling: TileSettings | None = None) -> None:
+        self.cache = cache if cache is not None else EmbeddingCache()
+        self.tiling = tiling
+        self.versions = DataVersions()
+        self.adapter: SamAdapter | None = None
+        self.folder: Path | None = None
+        self.encoder: SliceEncoder | None = None
+        self.store: Path | None = None
+        self._texts: TextCache | None = None
+        self._language: Callable[[], TextCache] | None = None
+
+    @classmethod
+    def for_encoder(cls, encoder: SliceEncoder, folder: Path | str,
+                    tiling: TileSettings | None = None,
+                    language: Callable[[], TextCache] | None = None) -> Workspace:
+        """A workspace over an encoder built elsewhere (the headless API's store-backed one).
+
+        ``language`` returns the language cache on first use (a :class:`~.bundles.Bundle`
+        passes its own, so the language encoder runs once per phrase across calls); default
+        :func:`language_cache`.
+        """
+        ws = cls(encoder.cache, tiling)
+        ws.adapter, ws.folder, ws.encoder = encoder.adapter, Path(folder), encoder
+        ws._language = language
+        return ws
+
+    # ---- the model ---------------------------------------------------------------------
+    def attach(self, adapter: SamAdapter, folder: Path | str, store: Path | str | None = None,
+               write: bool = False,
+               image_name: Callable[[SliceRef], str] | None = None) -> SliceEncoder:
+        """Use ``adapter`` (opened from ``folder``) from now on, backed by ``store`` if given.
+
+        The language cache is kept when the same model is attached again (another store).
+
+        Raises
+        ------
+        StoreMismatchError, StoreError
+            ``store`` cannot be used for this bundle; nothing is attached then.
+        """
+        folder = Path(folder)
+        model_id = (str(folder.resolve()), adapter.layout)
+        if store is None:
+            encoder = SliceEncoder(adapter, self.cache, model_id=model_id)
+        else:
+            encoder = open_lookup_encoder(adapter, folder, store, write, self.cache, model_id,
+                                          image_name)
+        if adapter is not self.adapter:
+            self._texts, self._language = None, None
+        self.adapter, self.folder, self.encoder = adapter, folder, encoder
+        self.store = None if store is None else Path(store)
+        return encoder
+
+    def detach(self) -> None:
+        """No model (a load failed); the cache and data versions stay."""
+        self.adapter = self.folder = self.encoder = self.store = None
+        self._texts = self._language = None
+
+    def has(self, capability: Capability) -> bool:
+        """Whether a model is attached and has ``capability``."""
+        return self.adapter is not None and self.adapter.has(capability)
+
+    @property
+    def texts(self) -> TextCache:
+        """The model's one language cache, built on first use.
+
+        Raises
+        ------
+        Sam3OnnxError
+            No model attached.
+        MissingCapabilityError
+            A model without a language encoder.
+        ModelFileMissingError
+            The bundle folder has no tokenizer file.
+        """
+        if self._texts is None:
+            if self.adapter is None or self.folder is None:
+                raise Sam3OnnxError("Load a model first: no model is attached.")
+            self._texts = (self._language() if self._language is not None
+                           else language_cache(self.adapter, self.folder))
+        return self._texts
