@@ -1,24 +1,97 @@
-"""Propagate objects through a stack headlessly, optionally reading an embedding store."""
+"""Propagate objects through a stack: the one workflow the API, the CLI and the dock share.
+
+:func:`iter_propagate` is the propagation workflow over a
+:class:`~napari_sam3_onnx.api.workspace.Workspace`: seeds are checked before any work, then
+each slice is yielded as the passes reach it (memory tracking or prompt carry-over, whichever
+the bundle has), with progress and a cancel token; its return value is the
+:class:`PropagationResult`. :func:`propagate` (the API and the CLI's ``propagate``) writes the
+slices into a labels array; the dock's Propagate tab writes them into the user's Labels layer.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ..engine.cache import EmbeddingCache
+from ..engine.encoding import SliceRef
 from ..engine.store.embedding_store import EmbeddingStore
 from ..engine.tracking.labels import LabelWriter, refs_along_axis
-from ..engine.tracking.propagation import STACK_NEEDED
-from ..engine.tracking.propagation import propagate as _propagate
+from ..engine.tracking.propagation import STACK_NEEDED, PropagationStep, drive
+from ..engine.tracking.propagation import iter_propagate as _iter_propagate
 from ..engine.tracking.types import Direction, PropagationResult, Seed
+from ..models.base import Capability
 from ..models.errors import PromptError
 from .bundles import Bundle
 from .io import planes_view
 from .validate import check_object_id, check_seeds, check_window
+from .workspace import Workspace
 
-__all__ = ["Seed", "propagate"]
+__all__ = ["PropagationStep", "Seed", "iter_propagate", "propagate"]
+
+
+def iter_propagate(
+    workspace: Workspace,
+    refs: Sequence[SliceRef],
+    seeds: Mapping[int, Seed | Sequence[Seed]],
+    *,
+    direction: Direction = "both",
+    index_range: tuple[int, int] | None = None,
+    stop_after_absent: int | None = 2,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[PropagationStep, None, PropagationResult]:
+    """Carry objects from their seed slices through ``refs``; yield each slice as it comes.
+
+    Parameters
+    ----------
+    workspace : Workspace
+        A model with ``clicks`` (with ``memory`` it tracks with SAM 3's video memory,
+        otherwise each slice is prompted from the previous one) and its encoder: slices other
+        tabs or a store already encoded are not encoded again.
+    refs : sequence of SliceRef
+        The slices along the propagation axis, in order (at least two).
+    seeds, direction, index_range, stop_after_absent
+        As in :func:`propagate` (``z`` of a seed is its position in ``refs``).
+    cancelled : callable, optional
+        Cancel token, checked before each slice; the run then ends with what is done.
+
+    Yields
+    ------
+    PropagationStep
+        The seed slices first, then each slice a pass walks (``outputs`` per object id).
+
+    Returns
+    -------
+    PropagationResult
+        How each object's passes ended, the method used and the run's encoder calls.
+
+    Raises
+    ------
+    PromptError
+        Fewer than two slices, bad seeds, object ids, range or ``stop_after_absent``.
+    """
+    encoder = workspace.encoder
+    if encoder is None or workspace.adapter is None:
+        raise PromptError("Load a model first: propagation needs a bundle with clicks.")
+    workspace.adapter.require(Capability.CLICKS)
+    for oid in seeds:
+        check_object_id(oid)
+    if len(refs) < 2:
+        raise PromptError(STACK_NEEDED)
+    if stop_after_absent is not None and int(stop_after_absent) < 1:
+        raise PromptError(f"stop_after_absent={stop_after_absent}: give 1 or more slices "
+                          "(or None to never stop).")
+    if index_range is not None:
+        lo, hi = (int(v) for v in index_range)
+        if not 0 <= lo < hi <= len(refs):
+            raise PromptError(f"index_range ({lo}, {hi}) is not a non-empty range inside the "
+                              f"stack's {len(refs)} slices (0 to {len(refs)}).")
+    check_seeds(seeds, len(refs), refs[0].plane_shape, index_range)
+    return (yield from _iter_propagate(workspace.adapter, encoder, list(refs), seeds,
+                                       direction, index_range, stop_after_absent, cancelled,
+                                       keep_outputs=False))
 
 
 def propagate(
@@ -83,8 +156,6 @@ def propagate(
     PromptError
         A 2-D image, bad seeds or object ids.
     """
-    for oid in seeds:
-        check_object_id(oid)
     view = planes_view(data, axis, rgb)
     if view.ndim - (3 if rgb else 2) < 1:
         raise PromptError(STACK_NEEDED)
@@ -93,21 +164,12 @@ def propagate(
     refs = refs_along_axis(view, 0, fixed, rgb, win, source=image)
     if len(refs) < 2:
         raise PromptError(STACK_NEEDED)
-    if stop_after_absent is not None and int(stop_after_absent) < 1:
-        raise PromptError(f"stop_after_absent={stop_after_absent}: give 1 or more slices "
-                          "(or None to never stop).")
-    if index_range is not None:
-        lo, hi = (int(v) for v in index_range)
-        if not 0 <= lo < hi <= len(refs):
-            raise PromptError(f"index_range ({lo}, {hi}) is not a non-empty range inside the "
-                              f"stack's {len(refs)} slices (0 to {len(refs)}).")
-    check_seeds(seeds, len(refs), refs[0].plane_shape, index_range)
     labels = np.zeros((len(refs), *refs[0].plane_shape), np.int32)
-    st = None if store is None else bundle.open_store(store)
-    encoder = bundle.encoder(st, EmbeddingCache())
-    result = _propagate(bundle.adapter, encoder, refs, seeds, direction, index_range,
-                        stop_after_absent, progress, cancelled, on_slice=LabelWriter(labels),
-                        keep_outputs=False)
+    workspace = bundle.workspace(store, EmbeddingCache())
+    steps = iter_propagate(workspace, refs, seeds, direction=direction,
+                           index_range=index_range, stop_after_absent=stop_after_absent,
+                           cancelled=cancelled)
+    result = drive(steps, LabelWriter(labels), progress)
     return labels, result
 
 

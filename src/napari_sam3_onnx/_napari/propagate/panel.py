@@ -32,16 +32,14 @@ from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.compact import compact, compact_combo
 from napari_sam3_onnx._napari.propagate.run import LastRun, PropagationRunner, RunSpec
 from napari_sam3_onnx._napari.propagate.seeds import (
-    axis_names,
     finished_message,
-    label_seeds,
-    match_corrections,
-    method_text,
-    parse_ids,
     preview_objects,
     preview_seeds,
     run_problem,
 )
+from napari_sam3_onnx.api.propagation_report import axis_names, method_text
+from napari_sam3_onnx.api.seeds import label_seeds, match_corrections, parse_ids
+from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
@@ -60,6 +58,7 @@ class PropagationPanel(QWidget):
     def __init__(self, host, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host, self.viewer = host, host.viewer
+        self.workspace: Workspace = host.model.workspace
         self.runner = PropagationRunner(self.viewer, self)
         self.runner.slice_written.connect(self._slice_done)
         self.runner.done.connect(self._done)
@@ -264,7 +263,7 @@ class PropagationPanel(QWidget):
         # and a short run could end (and report) before a message set after the start.
         self._activity = napari_progress(total=total, desc="SAM propagation")
         self._say(f"Propagating object(s) {ids} along {self.axis.currentText()}...")
-        self.runner.start_for(self.host.session, self.host.model.adapter, spec)
+        self.runner.start(spec, self.workspace)
         if clear_preview:  # the previewed objects are now seeds (as a commit would do)
             self.host.session.clear()
         self.refresh()

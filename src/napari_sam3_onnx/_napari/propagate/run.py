@@ -1,28 +1,33 @@
-"""One propagation run off the Qt thread, its slices written on the Qt thread as they come.
+"""The Propagate tab's run: layers in, the API's propagation workflow off the Qt thread, writes.
 
-The engine's :func:`~napari_sam3_onnx.engine.tracking.propagation.propagate` runs in a worker; its
-``on_slice`` and ``progress`` callbacks emit Qt signals, which Qt queues to the thread the
-:class:`PropagationRunner` lives in (the Qt thread), where :class:`RunWriter` writes each slice
-into the target layer. When the worker ends - done, cancelled or failed - the run is closed as one
-undo step and :attr:`PropagationRunner.done` reports the result.
+The run itself is :func:`~napari_sam3_onnx.api.propagate.iter_propagate` over the dock's
+workspace (the one the API and the CLI run), in a napari generator worker: each yielded slice
+arrives on the Qt thread, where :class:`RunWriter` writes it into the target layer. When the
+worker ends - done, cancelled or failed - the run is closed as one undo step and
+:attr:`PropagationRunner.done` reports the result. This module only turns layers into slice
+references and the spec into the workflow's arguments.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 
 from napari.layers import Image, Labels
+from napari.qt.threading import create_worker
 from qtpy.QtCore import QObject, Signal
 
-from napari_sam3_onnx._napari import layers, workers
-from napari_sam3_onnx._napari.propagate.seeds import merge_seeds
+from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.propagate.writer import RunWriter, lead_index
+from napari_sam3_onnx.api.propagate import PropagationStep, iter_propagate
+from napari_sam3_onnx.api.seeds import merge_seeds
+from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt
-from napari_sam3_onnx.engine.tracking.propagation import propagate
 from napari_sam3_onnx.engine.tracking.types import Direction, PropagationResult, Seed
-from napari_sam3_onnx.models.base import SamAdapter
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -38,7 +43,7 @@ class RunSpec:
     seeds : dict[int, list[Seed]]
         Per object id (the label value written), its seed slices.
     direction, index_range, stop_after
-        As in :func:`~napari_sam3_onnx.engine.tracking.propagation.propagate`.
+        As in :func:`~napari_sam3_onnx.api.propagate.iter_propagate`.
     overwrite : bool
         Write over other objects' pixels.
     replace : frozenset of int
@@ -135,8 +140,6 @@ class PropagationRunner(QObject):
     slice_written = Signal(int)
     progressed = Signal(int, int)
     done = Signal(object, object)
-    _slice = Signal(int, object)
-    _progress = Signal(int, int)
 
     def __init__(self, viewer, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -146,9 +149,8 @@ class PropagationRunner(QObject):
         self.writer: RunWriter | None = None
         self.result: PropagationResult | None = None
         self.error: BaseException | None = None
+        self.worker = None
         self._cancel = False
-        self._slice.connect(self._on_slice)
-        self._progress.connect(self.progressed.emit)
 
     @property
     def running(self) -> bool:
@@ -159,38 +161,45 @@ class PropagationRunner(QObject):
         """Ask the run to stop before its next slice (what is done stays written)."""
         self._cancel = True
 
-    def start(self, spec: RunSpec, adapter: SamAdapter, encoder, refs: list[SliceRef]) -> None:
-        """Start ``spec`` in a worker (one run at a time)."""
+    def start(self, spec: RunSpec, workspace: Workspace) -> None:
+        """Start ``spec`` on the workspace's model and encoder in a worker (one run at a time).
+
+        The slices' references carry the image's data version, so they share the cache keys
+        of the other tabs (a plane the Clicks or Text tab encoded is not encoded again).
+        """
         if self.running:
             raise RuntimeError("a propagation is already running")
         self.spec, self.result, self.error, self._cancel = spec, None, None, False
         self.writer = RunWriter(spec.target, spec.axis, spec.fixed, spec.overwrite, spec.replace)
-        workers.start(
-            propagate, adapter, encoder, refs, spec.seeds, spec.direction, spec.index_range,
-            spec.stop_after, self._progress.emit, lambda: self._cancel, self._slice.emit,
-            0, False,
-            on_result=self._on_result, on_error=self._on_error, on_finish=self._on_finish)
-
-    def start_for(self, session, adapter: SamAdapter, spec: RunSpec) -> None:
-        """Start ``spec`` on the click session's encoder (its cache is single-flight per plane)."""
-        version = session.data_version(spec.image)
-        self.start(spec, adapter, session.encoder, slice_refs(spec, version))
+        refs = slice_refs(spec, workspace.versions.get(spec.image.unique_id))
+        self.worker = create_worker(
+            iter_propagate, workspace, refs, spec.seeds, direction=spec.direction,
+            index_range=spec.index_range, stop_after_absent=spec.stop_after,
+            cancelled=lambda: self._cancel,
+            _connect={"yielded": self._on_step, "returned": self._on_result,
+                      "errored": self._on_error, "finished": self._on_finish},
+            _ignore_errors=True, _start_thread=True)
 
     # ---- Qt thread -------------------------------------------------------------------
-    def _on_slice(self, k: int, outputs: dict) -> None:
+    def _on_step(self, step: PropagationStep) -> None:
         spec, writer = self.spec, self.writer
         if spec is None or writer is None:
+            return
+        if not step.seed:
+            self.progressed.emit(step.done, step.total)
+        if step.outputs is None:
             return
         if spec.target not in self.viewer.layers or spec.image not in self.viewer.layers:
             self._cancel = True  # the layers are gone: stop; nothing more is written
             return
-        writer.write(k, outputs)
-        self.slice_written.emit(int(k))
+        writer.write(step.index, step.outputs)
+        self.slice_written.emit(int(step.index))
 
     def _on_result(self, result: PropagationResult) -> None:
         self.result = result
 
     def _on_error(self, exc: BaseException) -> None:
+        log.debug("propagation failed", exc_info=exc)
         self.error = exc
 
     def _on_finish(self) -> None:
@@ -202,5 +211,5 @@ class PropagationRunner(QObject):
                 for k in sorted(spec.previous.get(oid, set()) - writer.slices.get(oid, set())):
                     writer.clear(k, [oid])
         writer.finish()
-        self.spec, self.finished_spec = None, spec
+        self.spec, self.finished_spec, self.worker = None, spec, None
         self.done.emit(result, self.error)

@@ -28,7 +28,7 @@ and what its bank does when a pass meets a correction or moves on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
@@ -45,12 +45,37 @@ from napari_sam3_onnx.engine.tracking.types import (
 from napari_sam3_onnx.models.base import Capability, SamAdapter
 from napari_sam3_onnx.models.errors import PromptError
 
-__all__ = ["PropagationResult", "Seed", "memory_score", "propagate"]
+__all__ = ["PropagationResult", "PropagationStep", "Seed", "iter_propagate", "memory_score",
+           "propagate"]
 NAMES = {1: "forward", -1: "backward"}
 STACK_NEEDED = ("Propagation needs a stack (z or t): this image is 2-D. Open a 3-D (or 4-D) "
                 "image, or segment this slice with clicks instead.")
 #: One pass: ``(sign, first slice, {object: slices where it starts or revives})``.
 Pass = tuple[int, int, dict[int, set[int]]]
+
+
+@dataclass(frozen=True)
+class PropagationStep:
+    """One slice of a propagation, as the run reaches it.
+
+    Attributes
+    ----------
+    index : int
+        The slice (its position in ``refs_by_index``).
+    outputs : dict[int, SliceOutput] or None
+        Per object id, its output on this slice; None when the pass walked the slice without
+        decoding anything (every live object is seeded there).
+    done, total : int
+        Slices the passes have walked so far (seed slices, decoded first, count 0), and in all.
+    seed : bool
+        A seed slice (decoded before the passes).
+    """
+
+    index: int
+    outputs: dict[int, SliceOutput] | None
+    done: int
+    total: int
+    seed: bool = False
 
 
 @dataclass
@@ -129,7 +154,6 @@ class _Run:
     encoder: SliceEncoder
     refs: dict[int, SliceRef]
     result: PropagationResult
-    on_slice: Callable[[int, dict[int, SliceOutput]], None] | None
     keep_outputs: bool
     limit: int | None
     cond_out: dict[int, dict[int, SliceOutput]] = field(default_factory=dict)
@@ -139,13 +163,9 @@ class _Run:
         if self.keep_outputs:
             self.result.objects[oid].outputs[index] = out
 
-    def emit(self, index: int, outs: dict[int, SliceOutput]) -> None:
-        """Hand one decoded slice's outputs to ``on_slice``."""
-        if self.on_slice is not None:
-            self.on_slice(index, outs)
-
-    def seed_slices(self, objs: dict[int, list[Seed]]) -> None:
-        """Decode every seed slice first (conditioning slices, no memory)."""
+    def seed_slices(self, objs: dict[int, list[Seed]]
+                    ) -> Iterator[tuple[int, dict[int, SliceOutput]]]:
+        """Decode every seed slice first (conditioning slices, no memory); yield each."""
         self.cond_out = {o: {} for o in objs}
         for index in sorted({s.index for ss in objs.values() for s in ss}):
             emb = self.encoder.embed(self.refs[index], Capability.CLICKS)
@@ -157,12 +177,12 @@ class _Run:
                 out = self.tracker.decode_seed(oid, index, emb, seed)
                 self.cond_out[oid][index] = outs[oid] = out
                 self.record(oid, index, out)
-            self.emit(index, outs)
+            yield index, outs
 
     def run_pass(self, step: Pass, span: range, later: list[Pass],
-                 cancelled: Callable[[], bool] | None,
-                 tick: Callable[[int], None] | None) -> None:
-        """Walk ``span`` with the pass's objects; ``tick(slices iterated)`` after each slice."""
+                 cancelled: Callable[[], bool] | None
+                 ) -> Iterator[tuple[int, dict[int, SliceOutput] | None, int]]:
+        """Walk ``span`` with the pass's objects; yield ``(slice, outputs, slices iterated)``."""
         sign, _, starts = step
         name, iterated = NAMES[sign], 0
         live: dict[int, _Live] = {}
@@ -176,9 +196,7 @@ class _Run:
             if not live and not _ahead(starts, index, sign):
                 break
             iterated += 1
-            self._track_slice(index, sign, live, later)
-            if tick is not None:
-                tick(iterated)
+            yield index, self._track_slice(index, sign, live, later), iterated
         self._stop_all(live, name, "range-end")
 
     def _stop_all(self, live: dict[int, _Live], name: str, reason: StopReason) -> None:
@@ -196,18 +214,21 @@ class _Run:
                 live[oid] = _live_from(self.cond_out[oid][index], index)
 
     def _track_slice(self, index: int, sign: int, live: dict[int, _Live],
-                     later: list[Pass]) -> None:
-        """Decode the live objects that are not seeded on ``index`` (one encode for all)."""
+                     later: list[Pass]) -> dict[int, SliceOutput] | None:
+        """Decode the live objects that are not seeded on ``index`` (one encode for all).
+
+        Returns their outputs, or None when nothing was decoded here.
+        """
         todo = [o for o in live if index not in self.cond_out[o]]
         if not todo:
-            return
+            return None
         emb = self.encoder.embed(self.refs[index], Capability.CLICKS)
         outs: dict[int, SliceOutput] = {}
         for oid in todo:
             if self._track_object(oid, index, sign, emb, live[oid], later, outs):
                 del live[oid]
         self.result.visited.append((index, sign))
-        self.emit(index, outs)
+        return outs
 
     def _track_object(self, oid: int, index: int, sign: int, emb, st: _Live,
                       later: list[Pass], outs: dict[int, SliceOutput]) -> bool:
@@ -230,6 +251,51 @@ class _Run:
         return False
 
 
+def iter_propagate(
+    adapter: SamAdapter,
+    encoder: SliceEncoder,
+    refs_by_index: Mapping[int, SliceRef] | Sequence[SliceRef],
+    seeds: Mapping[int, Seed | Sequence[Seed]],
+    direction: Direction = "both",
+    index_range: tuple[int, int] | None = None,
+    stop_after_absent: int | None = 2,
+    cancelled: Callable[[], bool] | None = None,
+    fill_hole_area: int = 0,
+    keep_outputs: bool = True,
+) -> Generator[PropagationStep, None, PropagationResult]:
+    """Propagate several objects through a stack, yielding each slice as it is reached.
+
+    The seed slices come first (``seed=True``), then one step per slice each pass walks. The
+    generator's return value (``StopIteration.value``; napari's ``returned`` signal) is the
+    :class:`PropagationResult`. Parameters as in :func:`propagate`.
+    """
+    refs = _refs(refs_by_index)
+    lo, hi = index_range if index_range is not None else (min(refs), max(refs) + 1)
+    lo, hi = max(int(lo), min(refs)), min(int(hi), max(refs) + 1)
+    objs = _seeds(seeds, lo, hi)
+    tracker = tracker_for(adapter, objs, max(refs) + 1, fill_hole_area)
+    calls0 = encoder.thread_encoder_calls()  # the run's own encodes (other tabs share it)
+    result = PropagationResult(
+        tracker.method,
+        {o: ObjectTrack(conditioning=tuple(s.index for s in ss)) for o, ss in objs.items()})
+    result.banks = tracker.banks
+    limit = stop_after_absent if stop_after_absent and stop_after_absent > 0 else None
+    run = _Run(tracker, encoder, refs, result, keep_outputs, limit)
+    plan = _plan(direction, {o: [s.index for s in ss] for o, ss in objs.items()})
+    spans = [range(start, hi if sign > 0 else lo - 1, sign) for sign, start, _ in plan]
+    total, done = sum(len(r) for r in spans), 0
+    for index, outs in run.seed_slices(objs):
+        yield PropagationStep(index, outs, 0, total, seed=True)
+    for p, (step, span) in enumerate(zip(plan, spans, strict=True)):
+        for index, outs, n in run.run_pass(step, span, plan[p + 1:], cancelled):
+            yield PropagationStep(index, outs, done + n, total)
+        done += len(span)
+        if result.cancelled:
+            break
+    result.encoder_calls = encoder.thread_encoder_calls() - calls0
+    return result
+
+
 def propagate(
     adapter: SamAdapter,
     encoder: SliceEncoder,
@@ -244,7 +310,7 @@ def propagate(
     fill_hole_area: int = 0,
     keep_outputs: bool = True,
 ) -> PropagationResult:
-    """Propagate several objects through a stack.
+    """Propagate several objects through a stack (:func:`iter_propagate` run to its end).
 
     Parameters
     ----------
@@ -285,30 +351,33 @@ def propagate(
     PromptError
         A 2-D image, no seeds, a seed outside the range or a bad seed mask.
     """
-    refs = _refs(refs_by_index)
-    lo, hi = index_range if index_range is not None else (min(refs), max(refs) + 1)
-    lo, hi = max(int(lo), min(refs)), min(int(hi), max(refs) + 1)
-    objs = _seeds(seeds, lo, hi)
-    tracker = tracker_for(adapter, objs, max(refs) + 1, fill_hole_area)
-    calls0 = encoder.thread_encoder_calls()  # the run's own encodes (other tabs share it)
-    result = PropagationResult(
-        tracker.method,
-        {o: ObjectTrack(conditioning=tuple(s.index for s in ss)) for o, ss in objs.items()})
-    result.banks = tracker.banks
-    limit = stop_after_absent if stop_after_absent and stop_after_absent > 0 else None
-    run = _Run(tracker, encoder, refs, result, on_slice, keep_outputs, limit)
-    run.seed_slices(objs)
+    steps = iter_propagate(adapter, encoder, refs_by_index, seeds, direction, index_range,
+                           stop_after_absent, cancelled, fill_hole_area, keep_outputs)
+    return drive(steps, on_slice, progress)
 
-    plan = _plan(direction, {o: [s.index for s in ss] for o, ss in objs.items()})
-    spans = [range(start, hi if sign > 0 else lo - 1, sign) for sign, start, _ in plan]
-    total, done = sum(len(r) for r in spans), 0
-    for p, (step, span) in enumerate(zip(plan, spans, strict=True)):
-        tick = None if progress is None else (lambda n, d=done: progress(d + n, total))
-        run.run_pass(step, span, plan[p + 1:], cancelled, tick)
-        done += len(span)
-        if result.cancelled:
+
+def drive(
+    steps: Generator[PropagationStep, None, PropagationResult],
+    on_slice: Callable[[int, dict[int, SliceOutput]], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> PropagationResult:
+    """Run a propagation generator to its end, handing each step to the callbacks.
+
+    ``on_slice(slice, outputs)`` for each decoded slice, ``progress(done, total)`` after each
+    slice a pass walks (and ``(total, total)`` at the end unless cancelled).
+    """
+    total = 0
+    while True:
+        try:
+            step = next(steps)
+        except StopIteration as stop:
+            result: PropagationResult = stop.value
             break
+        total = step.total
+        if on_slice is not None and step.outputs is not None:
+            on_slice(step.index, step.outputs)
+        if progress is not None and not step.seed:
+            progress(step.done, step.total)
     if progress is not None and not result.cancelled:
         progress(total, total)
-    result.encoder_calls = encoder.thread_encoder_calls() - calls0
     return result
