@@ -260,3 +260,61 @@ def test_memory_calls_follow_sam3(bundles):
     assert rows == [6, 2, 1, 0] and n_ptr == 4
     # pointer positions 4 (cond), 1, 2, 3 rescaled for the graph's fixed / 15: x 15 / (12 - 1)
     np.testing.assert_allclose(offsets, np.array([4, 1, 2, 3]) * 15 / 11, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["pagarcia", "hf"])
+def test_the_workflow_generator_yields_seeds_then_passes_and_the_api_is_its_thin_call(
+        bundles, folders, name):
+    """``api.propagate`` (the CLI's path) and the dock's generator give the same labels."""
+    from napari_sam3_onnx.api.propagate import iter_propagate
+    from napari_sam3_onnx.api.workspace import Workspace
+    from napari_sam3_onnx.engine.tracking.labels import LabelWriter
+
+    stack = scene(BLOB_A)
+    seeds = {3: seed_on(BLOB_A, 5)}
+    headless, _ = api.propagate(api_bundle(bundles, folders, name), stack, seeds)
+    ws = Workspace()
+    ws.attach(bundles[name], folders[name])
+    refs = [SliceRef(stack, (k,), source="stack") for k in range(Z)]
+    steps, labels = iter_propagate(ws, refs, seeds), np.zeros((Z, *SHAPE), np.int32)
+    seen = []
+    while True:
+        try:
+            step = next(steps)
+        except StopIteration as stop:
+            result = stop.value
+            break
+        seen.append(step)
+        if step.outputs is not None:
+            LabelWriter(labels)(step.index, step.outputs)
+    assert seen[0].seed and seen[0].index == 5 and not any(s.seed for s in seen[1:])
+    walked = [s.index for s in seen[1:]]
+    assert walked == [5, *range(6, Z), 5, *range(4, -1, -1)]  # up from the seed, then down
+    assert [s.done for s in seen[1:]] == list(range(1, len(walked) + 1))
+    assert {s.total for s in seen} == {len(walked)}
+    np.testing.assert_array_equal(labels, headless)
+    assert iou(labels[9] == 3, truth(BLOB_A, 9)) > 0.8
+    assert result.encoder_calls == Z and not result.cancelled
+
+
+def test_the_workflow_generator_stops_on_its_cancel_token_and_checks_seeds_first(
+        bundles, folders):
+    from napari_sam3_onnx.api.propagate import iter_propagate
+    from napari_sam3_onnx.api.workspace import Workspace
+
+    ws = Workspace()
+    ws.attach(bundles["pagarcia"], folders["pagarcia"])
+    stack = scene(BLOB_A)
+    refs = [SliceRef(stack, (k,), source="stack") for k in range(Z)]
+    with pytest.raises(PromptError, match="Object id"):
+        next(iter_propagate(ws, refs, {0: seed_on(BLOB_A, 5)}))
+    with pytest.raises(PromptError, match="stop_after_absent"):
+        next(iter_propagate(ws, refs, {1: seed_on(BLOB_A, 5)}, stop_after_absent=0))
+    with pytest.raises(PromptError, match="a stack"):
+        next(iter_propagate(ws, refs[:1], {1: seed_on(BLOB_A, 0)}))
+    done = []
+    steps = iter_propagate(ws, refs, {1: seed_on(BLOB_A, 5)}, cancelled=lambda: len(done) >= 4)
+    with pytest.raises(StopIteration) as stop:
+        while True:
+            done.append(next(steps))
+    assert len(done) == 4 and stop.value.value.cancelled

@@ -1,33 +1,24 @@
-"""Points and Shapes layers -> the engine's :class:`~napari_sam3_onnx.engine.interactive.Prompt`.
+"""Points and Shapes layers -> clicks and boxes on the plane the viewer shows.
 
-Rules (one place, so the widget and the docs agree):
-
-* only prompts on the plane the viewer shows count; prompts on other planes wait there;
-* no rectangle: all clicks form one object;
-* rectangles: one object per rectangle; each click refines the rectangle that contains it (the
-  most recently drawn one when several do, or when none does);
-* other shapes (ellipses, polygons, ...) are ignored with a note.
+Only prompts on the plane the viewer shows count; prompts on other planes wait there; shapes
+other than rectangles (ellipses, polygons, ...) are ignored with a note. How clicks and boxes
+become objects is :func:`napari_sam3_onnx.api.prompts.group_objects` (no napari).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection
 
 import numpy as np
 from napari.layers import Image, Points, Shapes
 
 from napari_sam3_onnx._napari.layers import FEATURE, layer_to_image_data, on_plane
-from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt
+from napari_sam3_onnx.api.prompts import box_from_corners
 
 #: napari data-event actions announcing a change not made yet (the finished one follows). A
 #: rectangle being drawn is "adding" from the mouse press (a tiny starting rectangle) until the
 #: release ("added"): until then it is no prompt.
 IN_PROGRESS = frozenset({"adding", "changing", "removing"})
-
-#: A rectangle whose sides are both at most this long (plane pixels) has zero size: a click in
-#: rectangle mode, not a box.
-ZERO_SIZE = 1e-6
 
 
 def change_action(event) -> str:
@@ -83,11 +74,10 @@ def read_boxes(
         if kind != "rectangle":
             other += 1
             continue
-        rc = coords[:, -2:]
-        lo, hi = rc.min(axis=0), rc.max(axis=0)
-        if np.all(hi - lo <= ZERO_SIZE):
+        box = box_from_corners(coords[:, -2:])
+        if box is None:
             continue
-        boxes.append(np.array([lo[0], lo[1], hi[0], hi[1]]))
+        boxes.append(box)
         rows.append(i)
     return boxes, np.asarray(rows, int), other
 
@@ -98,68 +88,3 @@ def plane_rows(layer: Points | Shapes, image: Image, index: tuple[int, ...]) -> 
         return np.flatnonzero(on_plane(layer_to_image_data(layer, layer.data, image), index))
     return np.asarray([i for i, verts in enumerate(layer.data)
                        if on_plane(layer_to_image_data(layer, verts, image), index).all()], int)
-
-
-@dataclass(frozen=True)
-class ObjectPrompt:
-    """The prompts of one object on one plane.
-
-    Attributes
-    ----------
-    key : tuple
-        Identifies the object between runs: the box corners, or ``()`` for clicks only.
-    prompt : Prompt
-        Clicks and/or box in plane coordinates (without feedback logits).
-    """
-
-    key: tuple
-    prompt: Prompt
-
-
-def group_objects(
-    clicks_rc: np.ndarray, labels: np.ndarray, boxes: list[np.ndarray]
-) -> list[ObjectPrompt]:
-    """Split one plane's clicks and rectangles into objects (rules in the module docstring)."""
-    clicks_rc = np.asarray(clicks_rc, np.float64).reshape(-1, 2)
-    if not boxes:
-        if len(clicks_rc) == 0:
-            return []
-        return [ObjectPrompt((), Prompt.clicks(clicks_rc, labels))]
-    owner = np.full(len(clicks_rc), len(boxes) - 1)
-    for j, (r, c) in enumerate(clicks_rc):
-        for b in range(len(boxes) - 1, -1, -1):
-            r0, c0, r1, c1 = boxes[b]
-            if r0 <= r <= r1 and c0 <= c <= c1:
-                owner[j] = b
-                break
-    objects = []
-    for b, box in enumerate(boxes):
-        mine = owner == b
-        key = tuple(round(float(v), 3) for v in box)
-        objects.append(ObjectPrompt(key, Prompt.clicks(clicks_rc[mine], labels[mine], box)))
-    return objects
-
-
-def with_feedback(
-    obj: ObjectPrompt, previous: Mapping[tuple, tuple[Prompt, ObjectMask]]
-) -> Prompt:
-    """The object's prompt, carrying the last result's low-res logits when it only added clicks.
-
-    SAM refines an object by feeding its previous low-res logits back with the new clicks. That
-    is only right when the new prompt extends the old one (same box, old clicks first, in the
-    same order); after a click is moved or removed the old logits would pull the mask back.
-    """
-    prev = previous.get(obj.key)
-    if prev is None:
-        return obj.prompt
-    old, result = prev
-    new = obj.prompt
-    n = len(old.labels)
-    extends = (
-        len(new.labels) > n
-        and np.array_equal(new.points_rc[:n], old.points_rc)
-        and np.array_equal(new.labels[:n], old.labels)
-    )
-    if not extends:
-        return new
-    return Prompt(new.points_rc, new.labels, new.box_rc, result.low_res_logits, result.region)

@@ -9,6 +9,7 @@ thread only if nothing changed meanwhile (the *generation* counter).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from napari.layers import Image, Labels
 
@@ -16,6 +17,7 @@ from napari_sam3_onnx._napari import commit, layers, workers
 from napari_sam3_onnx._napari.clicks import fov, prompts
 from napari_sam3_onnx._napari.clicks.debounce import Debouncer
 from napari_sam3_onnx._napari.hints import contrast_hint
+from napari_sam3_onnx.api.prompts import group_objects, with_feedback
 from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.cache import EmbeddingCache
 from napari_sam3_onnx.engine.concepts.search import TextCache
@@ -160,7 +162,7 @@ class ClickSession:
             return
         if other:
             self._say(f"{other} non-rectangle shape(s) on this plane are ignored; draw rectangles.")
-        objects = prompts.group_objects(clicks, labels, boxes)
+        objects = group_objects(clicks, labels, boxes)
         if index != self._index:
             self._last.clear()
             self._index = index
@@ -169,7 +171,7 @@ class ClickSession:
             return
         ref = layers.slice_ref(lay.image, index, self.data_version(lay.image))
         ref = self.view.ref(self.viewer, lay.image, ref, [o.prompt for o in objects])
-        job = workers.Job(self.generation, ref, [(o.key, prompts.with_feedback(o, self._last))
+        job = workers.Job(self.generation, ref, [(o.key, with_feedback(o, self._last))
                                                  for o in objects], self.view.tiling)
         encoding = workers.will_encode(encoder, job)
         if encoding:
@@ -179,7 +181,8 @@ class ClickSession:
                             f"'{lay.image.name}' (once per plane)...")
         self._running += 1
         workers.start(workers.run_job, encoder, job, self.texts,
-                      on_result=self._apply, on_error=self._failed,
+                      on_result=lambda result: self._apply(cast(workers.JobResult, result)),
+                      on_error=self._failed,
                       on_finish=lambda: self._finished(encoding))
 
     def _apply(self, result: workers.JobResult) -> None:
@@ -257,7 +260,10 @@ class ClickSession:
 
     def _prefetch(self, ref: SliceRef) -> None:
         """Encode the planes before and after the current one, in the background."""
-        refs = workers.neighbours(ref, layers.plane_shape(self.layers.image))
+        lay = self.layers
+        if lay is None:
+            return
+        refs = workers.neighbours(ref, layers.plane_shape(lay.image))
         if refs and self.encoder is not None:
             workers.start(workers.prefetch, self.encoder, refs,
                           on_result=lambda _n: None, on_error=self._failed)
@@ -342,6 +348,8 @@ class ClickSession:
             self.schedule()
 
     def _on_data(self, _event=None) -> None:
+        if self.layers is None:
+            return
         key = self.layers.image.unique_id
         self.workspace.versions.bump(key)
         self.cache.drop(lambda k: k.source == key)

@@ -1,13 +1,23 @@
-"""Prompt grouping, logits feedback and worker helpers of the widget (no viewer needed)."""
+"""Clicks and rectangles -> one prompt per object, and logits feedback (no napari)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from napari_sam3_onnx._napari.clicks.prompts import ObjectPrompt, group_objects, with_feedback
-from napari_sam3_onnx._napari.workers import neighbours
-from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.api.prompts import (
+    ObjectPrompt,
+    box_from_corners,
+    group_objects,
+    with_feedback,
+)
 from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt
+
+
+def test_box_from_corners_in_any_order_and_zero_size_is_no_box():
+    corners = [[12.5, 40.0], [3.0, 40.0], [3.0, 7.25], [12.5, 7.25]]
+    np.testing.assert_array_equal(box_from_corners(corners), [3.0, 7.25, 12.5, 40.0])
+    assert box_from_corners([[4.0, 9.0]] * 4) is None
+    np.testing.assert_array_equal(box_from_corners([[4, 9], [4, 11]]), [4, 9, 4, 11])  # a line
 
 
 def test_clicks_alone_are_one_object_and_nothing_is_nothing():
@@ -41,12 +51,3 @@ def test_feedback_only_when_the_new_prompt_extends_the_old():
     assert with_feedback(same, previous).mask_logits is None
     other_box = ObjectPrompt((0, 0, 5, 5), Prompt.clicks([[1, 1], [2, 2]], [1, 0]))
     assert with_feedback(other_box, previous).mask_logits is None
-
-
-def test_neighbours_along_the_last_leading_axis():
-    data = np.zeros((2, 4, 6, 7))
-    refs = neighbours(SliceRef(data, (1, 3)), data.shape)
-    assert [r.index for r in refs] == [(1, 2)]
-    refs = neighbours(SliceRef(data, (0, 1)), data.shape)
-    assert sorted(r.index for r in refs) == [(0, 0), (0, 2)]
-    assert neighbours(SliceRef(np.zeros((6, 7)), ()), (6, 7)) == []
