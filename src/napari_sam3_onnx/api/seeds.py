@@ -77,7 +77,7 @@ def match_corrections(
     out: dict[int, Prompt] = {}
     for prompt, mask in objects:
         counts = {i: int((mask & (plane == i)).sum()) for i in run_ids}
-        best = max(counts, key=counts.get)
+        best = max(counts, key=lambda i: counts[i])
         if counts[best] == 0 or best in out:
             raise PromptError("Cannot tell which propagated object this correction is for: type "
                               "its id in 'ids' (one id per corrected object) and try again.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from qtpy.QtCore import QObject, Signal
 from qtpy.QtWidgets import (
@@ -165,14 +166,17 @@ class ModelPanel(QWidget):
         self._relay = _Relay(self)
         self._relay.progress.connect(self._show_progress)
 
-        self.folder = QLineEdit(placeholderText="Folder with the bundle's .onnx files")
+        self.folder = QLineEdit()
+        self.folder.setPlaceholderText("Folder with the bundle's .onnx files")
         self.folder.editingFinished.connect(self.load)
         browse = QPushButton("Browse...")
         browse.clicked.connect(self._browse)
-        self.download = QToolButton(text="Download...")
+        self.download = QToolButton()
+        self.download.setText("Download...")
         self.download.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.download.setMenu(self._download_menu())
-        self.cancel = QPushButton("Cancel download", visible=False)
+        self.cancel = QPushButton("Cancel download")
+        self.cancel.setVisible(False)
         self.cancel.clicked.connect(lambda: setattr(self, "_cancel", True))
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -181,11 +185,16 @@ class ModelPanel(QWidget):
         self.device = QComboBox()
         self.device.addItems(device_choices())
         self.device.currentTextChanged.connect(lambda _t: self.load())
-        self.budget = QSpinBox(minimum=64, maximum=1 << 18, singleStep=256, suffix=" MB")
+        self.budget = QSpinBox()
+        self.budget.setRange(64, 1 << 18)
+        self.budget.setSingleStep(256)
+        self.budget.setSuffix(" MB")
         self.budget.setValue(1024)
         self.budget.valueChanged.connect(lambda mb: self._budget_cb(int(mb) << 20))
-        self.progress = QProgressBar(visible=False)
-        self.info = QLabel("No model loaded.", wordWrap=True)
+        self.progress = QProgressBar()
+        self.progress.setVisible(False)
+        self.info = QLabel("No model loaded.")
+        self.info.setWordWrap(True)
         self.store = StoreRow()
         self.store.changed.connect(self._hand_on)
 
@@ -320,7 +329,8 @@ class ModelPanel(QWidget):
             from napari_sam3_onnx.models.registry import KNOWN_BUNDLES
         except ImportError:
             act = menu.addAction("(model registry not available in this version)")
-            act.setEnabled(False)
+            if act is not None:
+                act.setEnabled(False)
             return menu
         for spec in KNOWN_BUNDLES:
             if spec.builder:  # the toy: built here, nothing to download
@@ -330,6 +340,8 @@ class ModelPanel(QWidget):
             caps = set(spec.capabilities)
             usable = "clicks" in caps or "text" in caps
             act = menu.addAction(spec.title, lambda s=spec: self.start_download(s))
+            if act is None:  # pragma: no cover - Qt returns the action it added
+                continue
             act.setEnabled(bool(spec.downloadable and usable))
             if not usable:
                 act.setToolTip("This bundle cannot answer clicks, boxes or text.")
@@ -369,9 +381,12 @@ class ModelPanel(QWidget):
             self.download.setEnabled(True)
 
         workers.start(download_bundle, spec, None, report, token,
-                      on_result=lambda folder: self.load(folder),
+                      on_result=lambda folder: self._loaded_download(cast(Path, folder)),
                       on_error=lambda exc: self._notify(workers.describe(exc)),
                       on_finish=finished)
+
+    def _loaded_download(self, folder: Path) -> None:
+        self.load(folder)
 
     def _show_progress(self, name: str, done: int, total: object) -> None:
         if isinstance(total, int) and total > 0:

@@ -40,10 +40,12 @@ from napari_sam3_onnx._napari.propagate.seeds import (
 from napari_sam3_onnx.api.propagation_report import axis_names, method_text
 from napari_sam3_onnx.api.seeds import label_seeds, match_corrections, parse_ids
 from napari_sam3_onnx.api.workspace import Workspace
+from napari_sam3_onnx.engine.tracking.types import Direction
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
-DIRECTIONS = (("both", "both"), ("up", "forward"), ("down", "backward"))
+DIRECTIONS: tuple[tuple[str, Direction], ...] = (
+    ("both", "both"), ("up", "forward"), ("down", "backward"))
 
 
 class PropagationPanel(QWidget):
@@ -66,12 +68,15 @@ class PropagationPanel(QWidget):
         self._activity = None  # napari's progress (activity panel) while a run is out
         self.last = LastRun()  # for corrections
 
-        self.method = QLabel("", wordWrap=True)
-        self.note = QLabel("", wordWrap=True)
-        self.from_preview = QRadioButton("Previewed object(s) on this slice", checked=True)
+        self.method, self.note = QLabel(""), QLabel("")
+        for label in (self.method, self.note):
+            label.setWordWrap(True)
+        self.from_preview = QRadioButton("Previewed object(s) on this slice")
+        self.from_preview.setChecked(True)
         self.from_ids = QRadioButton("Label ids on this slice:")
         self.from_all = QRadioButton("All labels on this slice")
-        self.ids = QLineEdit(placeholderText="ids: 3, 7")
+        self.ids = QLineEdit()
+        self.ids.setPlaceholderText("ids: 3, 7")
         objects = QGridLayout()
         objects.addWidget(self.from_preview, 0, 0, 1, 2)
         objects.addWidget(self.from_ids, 1, 0)
@@ -83,7 +88,8 @@ class PropagationPanel(QWidget):
         self.axis = compact_combo()
         self.axis.currentIndexChanged.connect(lambda _i: self._axis_changed())
         self.direction = compact_combo()
-        self.whole = QCheckBox("Whole stack", checked=True)
+        self.whole = QCheckBox("Whole stack")
+        self.whole.setChecked(True)
         self.start, self.stop = compact(QSpinBox()), compact(QSpinBox())
         self.whole.toggled.connect(lambda on: [w.setEnabled(not on) for w in (self.start,
                                                                                 self.stop)])
@@ -92,8 +98,10 @@ class PropagationPanel(QWidget):
         span = QHBoxLayout()
         for w in (QLabel("from"), self.start, QLabel("to"), self.stop):
             span.addWidget(w)
-        self.stop_after = compact(QSpinBox(minimum=0, maximum=999, value=2,
-                                           specialValueText="never"))
+        self.stop_after = compact(QSpinBox())
+        self.stop_after.setRange(0, 999)
+        self.stop_after.setValue(2)
+        self.stop_after.setSpecialValueText("never")
         self.stop_after.setSuffix(" absent slices")
         self.overwrite = QCheckBox("Overwrite other objects")
         form = QFormLayout()
@@ -106,7 +114,8 @@ class PropagationPanel(QWidget):
 
         self.run_button = QPushButton("Run")
         self.run_button.clicked.connect(self.run)
-        self.cancel_button = QPushButton("Cancel", enabled=False)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self.cancel)
         self.correct_button = QPushButton("Re-propagate from corrections")
         self.correct_button.setToolTip(
@@ -117,7 +126,8 @@ class PropagationPanel(QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
-        self.progress = QProgressBar(visible=False)
+        self.progress = QProgressBar()
+        self.progress.setVisible(False)
         self.status = host.status  # one status line for the whole dock
 
         layout = QVBoxLayout(self)
@@ -282,6 +292,8 @@ class PropagationPanel(QWidget):
 
     def _done(self, result, error) -> None:
         spec, writer = self.runner.finished_spec, self.runner.writer
+        if spec is None or writer is None:  # pragma: no cover - the runner sets both first
+            return
         self.progress.setVisible(False)
         if self._activity is not None:
             self._activity.close()
@@ -296,7 +308,8 @@ class PropagationPanel(QWidget):
         self.refresh()
 
     def _on_removed(self, event) -> None:
-        if self.running and event.value in (self.runner.spec.image, self.runner.spec.target):
+        spec = self.runner.spec
+        if spec is not None and event.value in (spec.image, spec.target):
             self.runner.cancel()
         self.last.forget(event.value)
         self.refresh()

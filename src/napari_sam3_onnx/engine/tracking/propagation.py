@@ -284,11 +284,11 @@ def iter_propagate(
     plan = _plan(direction, {o: [s.index for s in ss] for o, ss in objs.items()})
     spans = [range(start, hi if sign > 0 else lo - 1, sign) for sign, start, _ in plan]
     total, done = sum(len(r) for r in spans), 0
-    for index, outs in run.seed_slices(objs):
-        yield PropagationStep(index, outs, 0, total, seed=True)
+    for index, seeded in run.seed_slices(objs):
+        yield PropagationStep(index, seeded, 0, total, seed=True)
     for p, (step, span) in enumerate(zip(plan, spans, strict=True)):
-        for index, outs, n in run.run_pass(step, span, plan[p + 1:], cancelled):
-            yield PropagationStep(index, outs, done + n, total)
+        for index, tracked, n in run.run_pass(step, span, plan[p + 1:], cancelled):
+            yield PropagationStep(index, tracked, done + n, total)
         done += len(span)
         if result.cancelled:
             break
