@@ -116,6 +116,8 @@ def test_cli_precomputed_stack_in_every_tab_with_zero_encodes(
     qtbot.waitUntil(lambda: not auto.running, timeout=60000)
     assert np.asarray(viewer.layers[PREVIEW].data).any()
     assert w.session.encoder is encoder  # one encoder served every tab
+    assert w.model.workspace is w.session.workspace is text.workspace is prop.workspace
+    assert w.session.view.tiling is w.workspace.tiling  # one tiling setting for every tab
     assert encoder.encoder_calls == 0 and encoder.store.writes == 0
     assert encoder.found == stack.shape[0]  # each plane read from disk once, then from memory
 

@@ -1,11 +1,12 @@
 """The workflow tabs docked under the model panel, after "Clicks & boxes".
 
 Each entry is ``(tab title, factory)``; the factory gets the main widget (``host``) and returns a
-QWidget. Through ``host`` a panel reaches what every workflow shares: ``host.viewer``,
-``host.session`` (its ``encoder`` — a SliceEncoder on the shared embedding cache —, ``texts``,
-``image`` and ``layers``), ``host.model`` (the loaded adapter: ``host.model.adapter``) and
-``host._notify`` for messages. Panels import lazily so a missing optional part never breaks the
-main widget.
+QWidget. What every workflow shares is the typed workspace, ``host.model.workspace``
+(:class:`~napari_sam3_onnx.api.workspace.Workspace`: the model, the one encoder on the one
+embedding cache, the language cache, tiling and data versions), which a tab keeps as its own
+``workspace``; through ``host`` it also reaches ``host.viewer``, ``host.session`` (the
+annotated ``image`` and its prompt ``layers``) and ``host._notify`` for messages. Panels import
+lazily so a missing optional part never breaks the main widget.
 """
 
 from __future__ import annotations

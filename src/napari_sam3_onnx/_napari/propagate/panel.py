@@ -154,11 +154,11 @@ class PropagationPanel(QWidget):
     def _problem(self) -> str:
         """Why Run cannot start now ('' if it can)."""
         session = self.host.session
-        return run_problem(self.host.model.adapter, session.encoder, session.image)
+        return run_problem(self.workspace.adapter, self.workspace.encoder, session.image)
 
     def refresh(self) -> None:
         """Update the method line, the axis choices and which buttons work."""
-        adapter, image = self.host.model.adapter, self.host.session.image
+        adapter, image = self.workspace.adapter, self.host.session.image
         memory = adapter is not None and adapter.has(Capability.MEMORY)
         note = adapter.memory_note if memory else ""
         self.method.setText("" if adapter is None else "Method: " + method_text(

@@ -174,7 +174,7 @@ class TextPanel(QWidget):
 
     def refresh(self) -> None:
         """Re-read the model and image: enable what this bundle can do, explain what it cannot."""
-        adapter = self.host.model.adapter
+        adapter = self.workspace.adapter
         self._reason = None
         if adapter is None:
             self._reason = NO_MODEL
