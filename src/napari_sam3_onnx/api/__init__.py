@@ -47,14 +47,17 @@ from .bundles import Bundle, open_bundle
 from .evaluate import EvaluationReport, evaluate
 from .io import InputError, image_names, parse_slices, planes_view, read_image
 from .jobs import StackJob
-from .propagate import Seed, propagate
+from .propagate import PropagationStep, Seed, iter_propagate, propagate
+from .search import SearchStep, iter_search
 from .text import TextResult, iter_search_text, search_text, table_columns
 from .validate import check_box, check_points, check_window
+from .workspace import Workspace
 
 __all__ = [
     "AutoMaskSettings", "AutoSegmentation", "AutoStep", "Bundle", "EmbeddingStore",
-    "EvaluationReport", "InputError", "PrecomputeReport", "Prompt", "Seed", "StackJob",
-    "StoreCheck", "TextResult", "TileSettings", "encode_stack", "evaluate", "iter_search_text",
+    "EvaluationReport", "InputError", "PrecomputeReport", "Prompt", "PropagationStep",
+    "SearchStep", "Seed", "StackJob", "StoreCheck", "TextResult", "TileSettings", "Workspace",
+    "encode_stack", "evaluate", "iter_propagate", "iter_search", "iter_search_text",
     "iter_segment_all", "make_jobs", "open_bundle", "parse_slices", "precompute", "propagate",
     "read_image", "search_text", "segment", "segment_all", "table_columns", "verify_store",
 ]

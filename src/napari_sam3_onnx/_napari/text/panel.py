@@ -193,7 +193,7 @@ class TextPanel(QWidget):
         ok = self._reason is None and not self.running
         for w in self._controls:
             w.setEnabled(ok)
-        exemplars = ok and adapter.has(Capability.EXEMPLARS)
+        exemplars = ok and adapter is not None and adapter.has(Capability.EXEMPLARS)
         for w in (self.use_boxes, self.positive, self.negative):
             w.setEnabled(exemplars)
         self.use_boxes.setToolTip("" if exemplars or adapter is None else
