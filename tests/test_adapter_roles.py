@@ -206,21 +206,57 @@ def test_jax_video_composes_its_memory_graphs(tmp_path):
         clicks_only.memory_graphs  # noqa: B018
 
 
-#: Which roles each converted layout composes (the others still play their roles themselves).
-COMPOSED = {
-    "wk-v0.3": ["concept_detector"], "samexporter": ["concept_detector"],
-    "wk-v0.6": ["concept_detector", "prompt_decoder"], "hf": ["prompt_decoder"],
-    "pagarcia": ["memory_graphs"], "jax": ["memory_graphs"], "comicapp": ["concept_detector"],
-    "autognosi": ["prompt_decoder"],
-}
-
-
-@pytest.mark.parametrize("name", sorted(COMPOSED))
-def test_converted_layouts_compose_role_objects(name, tmp_path):
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_every_layout_composes_each_role_it_has(name, tmp_path):
     adapter = open_bundle(BUILDERS[name](tmp_path))
-    for accessor in COMPOSED[name]:
+    present = [a for a, (cap, _) in ROLES.items() if adapter.has(cap)]
+    assert present
+    for accessor in present:
         role = getattr(adapter, accessor)
         assert role is not adapter and not isinstance(role, SamAdapter)
+
+
+def test_nso_composes_three_roles_and_they_answer_like_the_adapter(tmp_path):
+    adapter = open_bundle(build_nso(tmp_path))
+    roles = [adapter.prompt_decoder, adapter.concept_detector, adapter.memory_graphs]
+    assert len({id(r) for r in roles}) == 3 and adapter not in roles
+    assert adapter.has(Capability.EXEMPLARS) and adapter.has(Capability.BOXES)
+    image = np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2)
+    emb = adapter.encode(image)
+    pts, labels = np.array([[40.0, 25.0]], np.float32), np.array([1])
+    cands = adapter.prompt_decoder.predict_masks(emb, pts, labels)
+    assert cands.logits.shape[1:] == adapter.mask_size and cands.single_mask_first
+    batch = adapter.prompt_decoder.predict_point_batch(emb, np.repeat(pts, 2, axis=0))
+    np.testing.assert_allclose(batch[0].logits, cands.logits, atol=1e-5)
+    text = adapter.concept_detector.encode_text([49406, 320, 49407], "a")
+    assert text.text == "a"
+    det = adapter.concept_detector.detect(emb, text)
+    assert det.mask_kind == "logits" and det.min_score == 0.0
+    k = int(np.argmax(cands.iou))
+    frame = adapter.memory_graphs.memory_encode(emb, cands.logits[k], cands.object_score, True)
+    ptr = cands.extras["object_pointer"][None]
+    out = adapter.memory_graphs.memory_attend(emb, [frame], [6], ptr, [1.0])
+    assert CONDITIONED in out.features
+    bare = open_bundle(build_nso(tmp_path / "bare", concepts=False, memory=False))
+    assert bare.has(Capability.CLICKS) and not bare.has(Capability.TEXT)
+    with pytest.raises(MissingCapabilityError, match="text"):
+        bare.concept_detector  # noqa: B018
+    with pytest.raises(MissingCapabilityError, match="memory"):
+        bare.memory_graphs  # noqa: B018
+
+
+def test_autognosi_composes_its_detector_and_a_forced_bit_order_sticks(tmp_path, monkeypatch):
+    from napari_sam3_onnx.models.adapters.autognosi import AutognosiAdapter
+
+    adapter = open_bundle(build_autognosi(tmp_path / "a"))
+    role = adapter.concept_detector
+    assert role is adapter.concepts and role.max_exemplars == 0
+    assert adapter.has(Capability.TEXT) and not adapter.has(Capability.EXEMPLARS)
+    assert role.bit_order is None and "not decided" in adapter.assumptions()["mask bit order"][0]
+    monkeypatch.setattr(AutognosiAdapter, "force_bit_order", "little")
+    forced = open_bundle(build_autognosi(tmp_path / "b"))
+    assert forced.concepts.bit_order == "little"
+    assert forced.assumptions()["mask bit order"] == ("little", "forced")
 
 
 def test_hf_tracker_box_alone_goes_through_its_prompt_decoder(tmp_path):

@@ -114,11 +114,11 @@ def test_autognosi_bit_order_is_decided_once(tmp_path, monkeypatch, bitorder):
     monkeypatch.setattr(autognosi_module, "bit_order_errors",
                         lambda *a: calls.append(1) or original(*a))
     det = adapter.detect(emb, words(adapter))
-    assert adapter.bit_order == bitorder and det.mask_kind == "binary"
+    assert adapter.concepts.bit_order == bitorder and det.mask_kind == "binary"
     check_instances(det, INSTANCES, SHAPE)
     check_instances(adapter.detect(emb, words(adapter, TOKEN_BRIGHT)), INSTANCES[:2], SHAPE)
     assert len(calls) == 1
-    adapter.bit_order = "little" if bitorder == "big" else "big"  # force the wrong order
+    adapter.concepts.bit_order = "little" if bitorder == "big" else "big"  # force the wrong
     with pytest.raises(AssertionError):
         check_instances(adapter.detect(emb, words(adapter)), INSTANCES, SHAPE)
 
