@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ...models.base import Capability, Embedding, SamAdapter
+from ...models.roles import predict_point_batch
 from ..encoding import SliceRef
 from ..postprocess import upsample_crop
 from ..tiled import with_plane_window
@@ -92,7 +93,7 @@ def decode_clicks(
     """
     for start in range(0, len(points_xy), batch):
         chunk = points_xy[start:start + batch]
-        for k, cands in enumerate(adapter.predict_point_batch(embedding, chunk)):
+        for k, cands in enumerate(predict_point_batch(adapter.prompt_decoder, embedding, chunk)):
             first = 1 if cands.single_mask_first else 0
             yield (start + k, cands.logits[first:], np.asarray(cands.iou[first:]),
                    float(cands.object_score))

@@ -237,7 +237,7 @@ class JaxVideoAdapter(SamAdapter):
         encoder, attention = self.memory_encoder, self.memory_attention
         if has_memory and encoder is not None and attention is not None:
             self._tpos = np.asarray(consts[TPOS_KEY], np.float32)
-            self.memory_settings = mem.settings_from(
+            settings = mem.settings_from(
                 {"num_maskmem": len(self._tpos), **consts})
             men = encoder.signature
             self.pointer_encoding = find_pointer_encoding(
@@ -245,7 +245,7 @@ class JaxVideoAdapter(SamAdapter):
                 self._config, self.layout)
             self._attach_memory(JaxMemory(
                 encoder=encoder, attention=attention, layout=self.layout,
-                memory_settings=self.memory_settings, tpos=self._tpos,
+                memory_settings=settings, tpos=self._tpos,
                 mask_size=spatial_size(men.input("pred_masks_high_res"), self.layout,
                                        men.path.name),
                 channels=self._channels, grid=self._grid,

@@ -121,7 +121,7 @@ class NsoAdapter(SamAdapter):
             self.memory_encoder = LazySession(graphs["memory_encoder"].path, config)
             self.memory_attention = LazySession(graphs["memory_attention"].path, config)
             self._attach_memory(NsoMemory(self.memory_encoder, self.memory_attention,
-                                          self.memory_settings, self._maskmem_pos, self._mask_size,
+                                          self._settings, self._maskmem_pos, self._mask_size,
                                           self._channels))  # memory
         names = [*TRK]
         if self.detector is not None:
@@ -152,7 +152,7 @@ class NsoAdapter(SamAdapter):
                                       f"{self._no_mem.shape[1]} values, image_embed "
                                       f"{self._channels} channels")
         self._maskmem_pos = consts["maskmem_pos_enc"].astype(np.float32)
-        self.memory_settings = mem.settings_from(consts)
+        self._settings = mem.settings_from(consts)
         self.constants_path = path
 
     # ---- geometry -----------------------------------------------------------------------

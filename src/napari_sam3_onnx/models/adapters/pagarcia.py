@@ -241,11 +241,10 @@ class PagarciaTrackerAdapter(SamAdapter):
         self.constants_path = path
         encoder = self.memory_encoder  # set together with the attention (see __init__)
         if self.memory_attention is None or encoder is None:
-            self.memory_settings = mem.settings_from(consts)
             return
         att = self.memory_attention.signature
         cap = [att.input(n).shape[0] for n in ("memory_mask_feats", "memory_obj_ptrs")]
-        self.memory_settings = mem.settings_from(consts, **{
+        settings = mem.settings_from(consts, **{
             k: (c if isinstance(c, int) else None)
             for k, c in zip(("max_memories", "max_pointers"), cap, strict=True)})
         self._grid = spatial_size(att.input("current_vision_feat"), self.layout, att.path.name)
@@ -260,7 +259,7 @@ class PagarciaTrackerAdapter(SamAdapter):
         men = encoder.signature
         self._attach_memory(PagarciaMemory(
             encoder=encoder, attention=self.memory_attention, feature=EMBEDDINGS[2],
-            memory_settings=self.memory_settings,
+            memory_settings=settings,
             pos_embed=pos.astype(np.float32).reshape(n_tokens, 1, self._channels),
             pointer_dim=fixed_dim(att.input("memory_obj_ptrs"), 1, self.layout, att.path.name),
             mask_size=spatial_size(men.input("pred_mask_high_res"), self.layout, men.path.name),
