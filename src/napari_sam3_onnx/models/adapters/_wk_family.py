@@ -126,9 +126,9 @@ class WkFamilyAdapter(SamAdapter):
     @property
     @override
     def mask_size(self) -> tuple[int, int]:
-        dims = self.decoder.signature.output(self.mask_output).shape[-2:]
-        if all(isinstance(d, int) and d > 0 for d in dims):
-            return int(dims[0]), int(dims[1])
+        h, w = self.decoder.signature.output(self.mask_output).shape[-2:]
+        if isinstance(h, int) and isinstance(w, int) and h > 0 and w > 0:
+            return h, w
         return spatial_size(self.encoder.signature.output(FPN[0]), self.layout,
                             self.encoder.path.name)
 

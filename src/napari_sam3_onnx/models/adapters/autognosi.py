@@ -77,7 +77,7 @@ def bit_order_errors(bits: np.ndarray, boxes_xyxy: np.ndarray) -> dict[str, floa
     errors = {}
     for order in ("big", "little"):
         masks = np.unpackbits(bits, axis=-1, bitorder=order).astype(bool)
-        cols, rows = masks.any(axis=1), masks.any(axis=2)  # (Q, W), (Q, H)
+        cols, rows = np.asarray(masks.any(axis=1)), np.asarray(masks.any(axis=2))  # (Q, W), (Q, H)
         total = 0.0
         for q in np.flatnonzero(cols.any(axis=1)):
             c, r = np.flatnonzero(cols[q]), np.flatnonzero(rows[q])

@@ -142,6 +142,16 @@ class JaxPromptDecoder:
         )
 
 
+def _memory_channels(encoder: LazySession, attention: LazySession) -> int:
+    """``C_m`` as the memory encoder (else memory attention) declares it; SAM 3's 64."""
+    for info in (encoder.signature.output("memory_tokens"),
+                 attention.signature.input("pointer_memory")):
+        dim = info.shape[-1]
+        if isinstance(dim, int) and dim > 0:
+            return dim
+    return 64
+
+
 class JaxVideoAdapter(SamAdapter):
     """Clicks, boxes and video memory with the jax-image-tools four-graph export."""
 
@@ -241,8 +251,8 @@ class JaxVideoAdapter(SamAdapter):
                 {"num_maskmem": len(self._tpos), **consts})
             men = encoder.signature
             self.pointer_encoding = find_pointer_encoding(
-                consts, path.parent, path.name, self._memory_channels(), self._channels,
-                self._config, self.layout)
+                consts, path.parent, path.name, _memory_channels(encoder, attention),
+                self._channels, self._config, self.layout)
             self._attach_memory(JaxMemory(
                 encoder=encoder, attention=attention, layout=self.layout,
                 memory_settings=settings, tpos=self._tpos,
@@ -251,14 +261,6 @@ class JaxVideoAdapter(SamAdapter):
                 channels=self._channels, grid=self._grid,
                 pointer_encoding=self.pointer_encoding, position=self._vision_position,
             ))
-
-    def _memory_channels(self) -> int:
-        """``C_m`` as the memory encoder (else memory attention) declares it; SAM 3's 64."""
-        for info in (self.memory_encoder.signature.output("memory_tokens"),
-                     self.memory_attention.signature.input("pointer_memory")):
-            if isinstance(info.shape[-1], int) and info.shape[-1] > 0:
-                return int(info.shape[-1])
-        return 64
 
     @override
     def assumptions(self) -> dict[str, tuple[str, str]]:

@@ -198,13 +198,14 @@ class PagarciaTrackerAdapter(SamAdapter):
             role, other = (("memory_attention", "memory_encoder") if has_att
                            else ("memory_encoder", "memory_attention"))
             present = graphs[role].path
-            token = tu.variant_token(present.stem, role) or ""
+            suffix = tu.variant_token(present.stem, role) or ""
             raise ModelFileMissingError(
-                present.parent / f"{other}{token}.onnx",
+                present.parent / f"{other}{suffix}.onnx",
                 f"{present.name} is here but no graph with the {other} inputs/outputs; "
                 "propagation needs both memory graphs of the same export.",
             )
-        self.memory_attention = self.memory_encoder = None
+        self.memory_attention: LazySession | None = None
+        self.memory_encoder: LazySession | None = None
         role0 = next(iter(self.decoders))  # the export variant, to pick its constants file
         token = tu.variant_token(graphs[role0].path.stem, DECODER_BASES[role0])
         if has_att:
