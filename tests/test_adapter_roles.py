@@ -12,6 +12,7 @@ from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import CapabilityError, MissingCapabilityError
 from napari_sam3_onnx.models.memory import CONDITIONED
 from napari_sam3_onnx.models.roles import (
+    BatchPromptDecoder,
     ConceptDetector,
     MemoryGraphs,
     PromptDecoder,
@@ -123,6 +124,23 @@ def test_attaching_a_role_grants_its_capabilities_and_operations_delegate():
     batch = predict_point_batch(adapter.prompt_decoder, emb, np.zeros((3, 2), np.float32))
     assert len(batch) == 3 and role.calls == [((2, 2), True)] + [((1, 2), False)] * 3
     assert bare.capabilities == frozenset({Capability.ENCODE})  # class state untouched
+
+
+def test_point_batches_use_the_decoders_own_batch_path_where_it_has_one(tmp_path):
+    adapter = open_bundle(build_nso(tmp_path))
+    decoder = adapter.prompt_decoder
+    assert isinstance(decoder, BatchPromptDecoder)
+    emb = adapter.encode(np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2))
+    xy = np.array([[40.0, 25.0], [10.0, 60.0], [70.0, 5.0]], np.float32)
+    seen = []
+    own = decoder.predict_point_batch
+    decoder.predict_point_batch = lambda e, p: seen.append(p.shape) or own(e, p)
+    got = predict_point_batch(decoder, emb, xy)
+    assert seen == [(3, 2)] and len(got) == 3
+    for p, cands in zip(xy, got, strict=True):
+        one = decoder.predict_masks(emb, p[None], np.ones(1, np.int64))
+        np.testing.assert_allclose(cands.logits, one.logits, atol=1e-5)
+    assert not isinstance(_Decoder(), BatchPromptDecoder)  # gets one call per point instead
 
 
 def test_a_capability_cannot_be_declared_only_earned_by_attaching_a_role():
