@@ -22,6 +22,8 @@ Graphs are assigned to roles by their input/output names (never by file name):
 ``constants.npz`` (named in ``manifest.json``) holds ``no_mem_embed`` (added here, once, on a
 prompted slice), ``maskmem_pos_enc`` and the bank settings. The object pointer handed to the
 engine is upstream's: the best-IoU multimask token's for <= 1 prompt point, token 0's otherwise.
+The adapter is the image encoder; the decoder, the concept detector and the memory graphs are
+role objects it composes (:mod:`._nso_roles`), the last two only when their graphs are present.
 """
 
 from __future__ import annotations
