@@ -106,7 +106,8 @@ class Bundle:
         """Language-encoder outputs per phrase (the tokenizer is read from the folder once)."""
         if self._texts is None:
             self.adapter.require(Capability.TEXT)
-            tokenizer = ClipTokenizer.from_folder(self.folder, self.adapter.context_length)
+            tokenizer = ClipTokenizer.from_folder(self.folder,
+                                                  self.adapter.concept_detector.context_length)
             self._texts = TextCache(self.adapter, tokenizer)
         return self._texts
 

@@ -124,7 +124,8 @@ def _detector_texts(adapter: SamAdapter, folder: Path) -> TextCache:
         caps = ", ".join(sorted(c.value for c in adapter.capabilities))
         raise Sam3OnnxError(f"The {adapter.layout} bundle cannot answer clicks, boxes or text "
                             f"(it can: {caps}). Choose a bundle with a SAM head or a detector.")
-    return TextCache(adapter, ClipTokenizer.from_folder(folder, adapter.context_length))
+    return TextCache(adapter, ClipTokenizer.from_folder(
+        folder, adapter.concept_detector.context_length))
 
 
 class ModelPanel(QWidget):
@@ -215,7 +216,8 @@ class ModelPanel(QWidget):
         if self._language is None and adapter is not None and adapter.has(Capability.TEXT):
             folder = self.bundle_folder or Path()
             self._language = TextCache(
-                adapter, ClipTokenizer.from_folder(folder, adapter.context_length))
+                adapter, ClipTokenizer.from_folder(folder,
+                                                   adapter.concept_detector.context_length))
         return self._language
 
     # ---- loading ---------------------------------------------------------------------
