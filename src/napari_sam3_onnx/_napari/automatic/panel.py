@@ -2,7 +2,7 @@
 
 A run is :func:`~napari_sam3_onnx.api.automatic.iter_segment_refs` (the same loop as
 ``api.segment_all`` and ``segment-all``) in napari's thread pool, on the shared, single-flight
-embedding cache; finished planes appear in a preview layer (:mod:`.auto_output`), Commit writes
+embedding cache; finished planes appear in a preview layer (:mod:`.output`), Commit writes
 them into the target as one undo step. SAM's generator settings are folded away under
 "Settings". "Evaluate" compares two Labels layers (e.g. a commit against ground truth) and
 prints the table ``napari-sam3-onnx evaluate`` prints.
