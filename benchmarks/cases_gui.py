@@ -154,7 +154,7 @@ def run_bundle(name: str, folder: Path, test: bool, args) -> list[Row]:
         ticker, stalls, whole, idles, encodes = Ticker(), [], [], [], []
         for _ in range(max(3, args.reps // 3)):
             drv.reset()
-            session.cache.clear()  # the next click encodes the plane again, in a worker
+            session.workspace.cache.clear()  # the next click encodes the plane again, in a worker
             drv.click(tail_ms=100, ticker=ticker)
             start, end = spans[-1]
             stalls.append(ticker.max_gap_within_ms(start, end))

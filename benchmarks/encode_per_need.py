@@ -45,13 +45,14 @@ def main(argv: list[str] | None = None) -> int:
         a = open_bundle(build_autognosi(Path(tmp), TestGeometry(args.grid, (args.channels,) * 3)))
         rng = np.random.default_rng(0)
         rgb = rng.integers(0, 255, (1040, 1392, 3), dtype=np.uint8)
+        vision_input = a.sessions["vision_encoder"].signature.inputs[0]
         cases = {
             "before": lambda: a.encode(rgb),
             "text": lambda: a.encode_for(rgb, Capability.TEXT),
             "clicks": lambda: a.encode_for(rgb, Capability.CLICKS),
             "both": lambda: a.complete(a.encode_for(rgb, Capability.TEXT), rgb,
                                        Capability.CLICKS),
-            "feed": lambda: encoder_feed(rgb, a._vision, a.layout, "vision_encoder"),
+            "feed": lambda: encoder_feed(rgb, vision_input, a.layout, "vision_encoder"),
         }
         for fn in cases.values():  # warm-up: sessions load lazily
             fn()

@@ -37,15 +37,15 @@ def _attend_feeds(adapter, monkeypatch, offsets):
     """Run one memory_attend with two pointers; return the memory attention's feeds."""
     emb = adapter.encode(rgb(blob_image(SHAPE, BLOBS)))
     r, c, _ = BLOBS[0]
-    cands = adapter.predict_masks(emb, xy(adapter, [[r, c]]), [1])
+    cands = adapter.prompt_decoder.predict_masks(emb, xy(adapter, [[r, c]]), [1])
     k = int(np.argmax(cands.iou))
-    memory = adapter.memory_encode(emb, cands.logits[k], cands.object_score, True)
+    memory = adapter.memory_graphs.memory_encode(emb, cands.logits[k], cands.object_score, True)
     seen = []
     run = adapter.memory_attention.run
     monkeypatch.setattr(adapter.memory_attention, "run",
                         lambda names, feeds: seen.append(feeds) or run(names, feeds))
     ptrs = np.stack([cands.extras["object_pointer"], -cands.extras["object_pointer"]])
-    adapter.memory_attend(emb, [memory], [6], ptrs, offsets)
+    adapter.memory_graphs.memory_attend(emb, [memory], [6], ptrs, offsets)
     return seen[0]
 
 
@@ -128,7 +128,7 @@ def _click_feeds(adapter, monkeypatch, points_rc, labels, shape):
         monkeypatch.setattr(s, "run", lambda names, feeds, run=run: seen.append(feeds)
                             or run(names, feeds))
     emb = adapter.encode(rgb(blob_image(shape, BLOBS)))
-    cands = adapter.predict_masks(emb, xy(adapter, points_rc, shape), labels)
+    cands = adapter.prompt_decoder.predict_masks(emb, xy(adapter, points_rc, shape), labels)
     coords = next(v for k, v in seen[-1].items() if k.endswith(("coords", "points")))
     labs = next(v for k, v in seen[-1].items() if k.endswith("labels"))
     return cands, coords.reshape(-1, 2), labs.reshape(-1)
@@ -159,10 +159,10 @@ def test_a_missing_padding_point_would_change_the_masks(tmp_path):
     a = open_bundle(build_pagarcia(tmp_path, memory=False, pads=False))
     emb = a.encode(rgb(blob_image(SHAPE, BLOBS)))
     r, c, _ = BLOBS[1]
-    right = best_mask(a.predict_masks(emb, xy(a, [[r, c]]), [1]))
+    right = best_mask(a.prompt_decoder.predict_masks(emb, xy(a, [[r, c]]), [1]))
     for key, d in a.padding.items():
         a.padding[key] = type(d)(True, "forced wrong")
-    wrong = best_mask(a.predict_masks(emb, xy(a, [[r, c]]), [1]))
+    wrong = best_mask(a.prompt_decoder.predict_masks(emb, xy(a, [[r, c]]), [1]))
     assert right.sum() > wrong.sum()
 
 
@@ -210,7 +210,7 @@ def test_inspect_prints_every_assumption_with_its_source(layout, pads, want, tmp
 
 def test_memory_note_says_pointer_encoding_is_missing_only_then(tmp_path):
     bare = open_bundle(build_jax_video(tmp_path / "bare"))
-    assert "without their temporal encoding" in bare.memory_note
+    assert "without their temporal encoding" in bare.memory_graphs.memory_note
     full = open_bundle(build_jax_video(tmp_path / "full", pointer_encoding="object"))
-    assert full.memory_note == ""
-    assert open_bundle(build_pagarcia(tmp_path / "pag")).memory_note == ""
+    assert full.memory_graphs.memory_note == ""
+    assert open_bundle(build_pagarcia(tmp_path / "pag")).memory_graphs.memory_note == ""

@@ -45,9 +45,10 @@ def test_recognised_first_with_every_capability(adapter):
     assert adapter.layout == "nso-sam3"
     assert adapter.capabilities == frozenset(C)
     assert adapter.input_size == (112, 112) and adapter.mask_size == (32, 32)
-    assert adapter.max_exemplars == 4 and adapter.context_length == 32
-    assert adapter.accepts_mask_input
-    s = adapter.memory_settings
+    detector = adapter.concept_detector
+    assert detector.max_exemplars == 4 and detector.context_length == 32
+    assert adapter.prompt_decoder.accepts_mask_input
+    s = adapter.memory_graphs.memory_settings
     assert (s.num_maskmem, s.max_obj_ptrs, s.max_memories, s.max_pointers) == (7, 16, None, None)
 
 
@@ -66,13 +67,14 @@ def test_missing_constants_is_a_clear_error(tmp_path):
 def test_click_adds_no_mem_embed_once_and_picks_upstreams_pointer(adapter, monkeypatch):
     seen = spy(adapter.decoder, monkeypatch)
     emb = adapter.encode(rgb(blob_image(SHAPE, BLOBS)))
-    one = adapter.predict_masks(emb, xy(adapter, [BLOBS[1][:2]]), np.array([1]))
+    one = adapter.prompt_decoder.predict_masks(emb, xy(adapter, [BLOBS[1][:2]]), np.array([1]))
     top = seen[-1]["image_embed"]
     np.testing.assert_allclose(top[0, 1], sem.NO_MEM_BIAS)  # raw channel 1 is 0 in the toy
     assert one.single_mask_first and one.logits.shape == (4, 32, 32)
     # <= 1 point: the best multimask token's pointer (token 2); toy pointer = score + token
     assert one.extras["object_pointer"][0] == pytest.approx(one.object_score + 2)
-    two = adapter.predict_masks(emb, xy(adapter, [BLOBS[1][:2], (5, 5)]), np.array([1, 0]))
+    two = adapter.prompt_decoder.predict_masks(emb, xy(adapter, [BLOBS[1][:2], (5, 5)]),
+                                               np.array([1, 0]))
     assert two.extras["object_pointer"][0] == pytest.approx(two.object_score + 0)
     assert seen[-1]["has_mask_input"].tolist() == [0.0]
 
@@ -91,7 +93,7 @@ def test_tracked_slice_gets_sams_empty_prompt(adapter, monkeypatch):
     seen = spy(adapter.decoder, monkeypatch)
     emb = adapter.encode(rgb(blob_image(SHAPE, BLOBS)))
     cond = {**emb.features, CONDITIONED: emb.features["trk_feat_2"] * 0}
-    adapter.predict_masks(type(emb)(cond, emb.input_size, emb.image_shape),
+    adapter.prompt_decoder.predict_masks(type(emb)(cond, emb.input_size, emb.image_shape),
                           np.zeros((0, 2), np.float32), np.zeros(0, np.int64))
     assert seen[-1]["point_labels"].tolist() == [[-1]]
     assert not seen[-1]["image_embed"].any()  # the conditioned feature, no no_mem_embed
@@ -100,31 +102,36 @@ def test_tracked_slice_gets_sams_empty_prompt(adapter, monkeypatch):
 def test_text_only_search_masks_every_slot(adapter, monkeypatch):
     seen = spy(adapter.detector, monkeypatch)
     emb = adapter.encode(rgb(blob_image(SHAPE, BLOBS)))
-    det = adapter.detect(emb, adapter.encode_text([49406, 320, 49407]))
+    detector = adapter.concept_detector
+    det = detector.detect(emb, detector.encode_text([49406, 320, 49407]))
     feeds = seen[-1]
     assert feeds["exemplar_padding"].all() and feeds["exemplar_padding"].shape == (1, 4)
     assert not feeds["exemplar_boxes"].any()  # never a whole-image positive box
     assert det.mask_kind == "logits" and det.masks.shape[1:] == (32, 32)
     box = np.array([[0.5, 0.5, 0.2, 0.2]], np.float32)
-    adapter.detect(emb, adapter.encode_text([49406, 320, 49407]), box, np.array([1]))
+    adapter.concept_detector.detect(emb, adapter.concept_detector.encode_text([49406, 320, 49407]),
+                                    box, np.array([1]))
     assert seen[-1]["exemplar_padding"].tolist() == [[False, True, True, True]]
     with pytest.raises(ValueError, match="at most 4"):
-        adapter.detect(emb, adapter.encode_text([49406, 49407]), np.repeat(box, 5, 0))
+        adapter.concept_detector.detect(emb, adapter.concept_detector.encode_text([49406, 49407]),
+                                        np.repeat(box, 5, 0))
 
 
 def test_memory_attend_feeds_dynamic_banks_and_normalised_positions(adapter, monkeypatch):
     seen = spy(adapter.memory_attention, monkeypatch)
     emb = adapter.encode(rgb(blob_image(SHAPE, BLOBS)))
     logits = segment(adapter, emb, Prompt.clicks([BLOBS[1][:2]])).low_res_logits
-    frames = [adapter.memory_encode(emb, logits, 1.0, k == 0) for k in range(3)]
+    frames = [adapter.memory_graphs.memory_encode(emb, logits, 1.0, k == 0) for k in range(3)]
     assert frames[0].features.shape == (4, 8, 8) and frames[0].pos_enc.shape == (4, 8, 8)
-    out = adapter.memory_attend(emb, frames, [6, 1, 0], np.ones((2, 8), np.float32), [3.0, 1.0])
+    out = adapter.memory_graphs.memory_attend(emb, frames, [6, 1, 0], np.ones((2, 8), np.float32),
+                                              [3.0, 1.0])
     feeds = seen[-1]
     assert feeds["memory_feats"].shape == (3, 4, 8, 8)
     assert feeds["memory_rows"].tolist() == [6, 1, 0]
     np.testing.assert_allclose(feeds["pointer_tpos"], [3 / 15, 1 / 15])
     assert out.features[CONDITIONED].shape == (1, 8, 8, 8)
-    adapter.memory_attend(emb, frames[:1], [6], np.zeros((0, 8), np.float32), [])  # no pointer
+    adapter.memory_graphs.memory_attend(emb, frames[:1], [6], np.zeros((0, 8), np.float32),
+                                        [])  # no pointer
     assert seen[-1]["pointers"].shape == (0, 8)
 
 

@@ -75,7 +75,7 @@ def embeddings(opened, rgb):
 
 
 def text(adapter, token):
-    return adapter.encode_text([SOT, token, EOT])
+    return adapter.concept_detector.encode_text([SOT, token, EOT])
 
 
 @pytest.mark.parametrize("key", BUILDERS)
@@ -84,7 +84,7 @@ def test_recognised_with_capabilities(opened, key):
     assert adapter.layout == LAYOUT.get(key, key)
     assert set(adapter.capabilities) == CAPS[key]
     assert adapter.input_size == (84, 84) and adapter.mask_size == (24, 24)
-    assert adapter.context_length == 32
+    assert adapter.concept_detector.context_length == 32
 
 
 def _graph_files(folder):
@@ -129,7 +129,7 @@ def test_encode_channel0_is_resampled_brightness(opened, embeddings, rgb, key):
 @pytest.mark.parametrize("token", [TOKEN_ANY, TOKEN_BRIGHT, TOKEN_NOTHING])
 def test_detect_finds_exactly_the_planted_instances(opened, embeddings, key, token):
     adapter = opened[key]
-    det = adapter.detect(embeddings[key], text(adapter, token))
+    det = adapter.concept_detector.detect(embeddings[key], text(adapter, token))
     level = {TOKEN_ANY: 0.25, TOKEN_BRIGHT: 0.7, TOKEN_NOTHING: 1.0}[token]
     expected = [b for b in INSTANCES if b.value / 255 > level]
     check_instances(det, expected, SHAPE)
@@ -141,25 +141,27 @@ def test_exemplar_slots_zero_one_and_all(opened, embeddings, key):
     adapter, emb = opened[key], embeddings[key]
     t = text(adapter, TOKEN_ANY)
     bright, mid = INSTANCES[0], INSTANCES[2]
-    base = adapter.detect(emb, t)
-    none = adapter.detect(emb, t, np.zeros((0, 4), np.float32), np.zeros(0, np.int64))
+    base = adapter.concept_detector.detect(emb, t)
+    none = adapter.concept_detector.detect(emb, t, np.zeros((0, 4), np.float32),
+                                          np.zeros(0, np.int64))
     np.testing.assert_allclose(none.scores, base.scores)  # padded slots are inert
-    one = adapter.detect(emb, t, mid.box_cxcywh(SHAPE, 0.6)[None], np.array([1]))
+    one = adapter.concept_detector.detect(emb, t, mid.box_cxcywh(SHAPE, 0.6)[None], np.array([1]))
     check_instances(one, [mid], SHAPE)
-    k = adapter.max_exemplars
+    k = adapter.concept_detector.max_exemplars
     assert k is not None and k >= 1
     boxes = [mid.box_cxcywh(SHAPE, 0.6)] + [bright.box_cxcywh(SHAPE, 0.3 + 0.02 * i)
                                             for i in range(k - 1)]
     labels = [True] + [False] * (k - 1)
-    full = adapter.detect(emb, t, np.stack(boxes), np.array(labels))
+    full = adapter.concept_detector.detect(emb, t, np.stack(boxes), np.array(labels))
     check_instances(full, [mid], SHAPE)
     if k >= 2:  # a negative exemplar alone removes the instances of its brightness
-        neg = adapter.detect(emb, t, bright.box_cxcywh(SHAPE, 0.5)[None], np.array([0]))
+        neg = adapter.concept_detector.detect(emb, t, bright.box_cxcywh(SHAPE, 0.5)[None],
+                                              np.array([0]))
         check_instances(neg, [mid], SHAPE)
     with pytest.raises(ValueError, match=f"at most {k} exemplar"):
-        adapter.detect(emb, t, np.stack([mid.box_cxcywh(SHAPE)] * (k + 1)))
+        adapter.concept_detector.detect(emb, t, np.stack([mid.box_cxcywh(SHAPE)] * (k + 1)))
     with pytest.raises(ValueError, match="no area"):
-        adapter.detect(emb, t, np.array([[0.5, 0.5, 0.0, 0.1]], np.float32))
+        adapter.concept_detector.detect(emb, t, np.array([[0.5, 0.5, 0.0, 0.1]], np.float32))
 
 
 @pytest.mark.parametrize("key", ["samexporter-0.5", "comicapp-sam3.1", "autognosi-int8"])
@@ -176,7 +178,7 @@ def test_raw_scores_are_logit_times_presence(opened, embeddings, key, monkeypatc
         return {k: raw[k] for k in outputs}
 
     monkeypatch.setattr(session, "run", spy)
-    det = adapter.detect(embeddings[key], text(adapter, TOKEN_ANY))
+    det = adapter.concept_detector.detect(embeddings[key], text(adapter, TOKEN_ANY))
     logits = next(raw[k] for k in raw if k == "pred_logits").reshape(-1)
     presence = next(raw[k] for k in raw if k.startswith("presence")).reshape(-1)[0]
     want = 1 / (1 + np.exp(-logits.astype(np.float64))) / (1 + np.exp(-float(presence)))
@@ -187,10 +189,10 @@ def test_raw_scores_are_logit_times_presence(opened, embeddings, key, monkeypatc
 
 def test_text_prompts_are_padded_and_bounded(opened):
     wk = opened["wkentaro-v0.3"]
-    mask = wk.encode_text([SOT, TOKEN_ANY, 123, EOT]).features["language_mask"]
+    mask = wk.concept_detector.encode_text([SOT, TOKEN_ANY, 123, EOT]).features["language_mask"]
     assert mask.dtype == np.bool_ and mask.sum() == 32 - 4 and not mask[0, :4].any()
     for adapter in opened.values():
         with pytest.raises(ValueError, match="too long"):
-            adapter.encode_text([SOT] + [TOKEN_ANY] * 31 + [EOT])
+            adapter.concept_detector.encode_text([SOT] + [TOKEN_ANY] * 31 + [EOT])
         with pytest.raises(ValueError, match="empty"):
-            adapter.encode_text([])
+            adapter.concept_detector.encode_text([])

@@ -23,7 +23,7 @@ BRIGHT, MID = INSTANCES[0], INSTANCES[2]
 
 
 def words(adapter, token=TOKEN_ANY):
-    return adapter.encode_text([SOT, token, EOT])
+    return adapter.concept_detector.encode_text([SOT, token, EOT])
 
 
 def record_runs(monkeypatch, session):
@@ -49,8 +49,8 @@ def sx(tmp_path_factory):
 
 
 def test_wkentaro_scores_are_cut_at_half_in_graph(wk03, sx):
-    det = wk03.detect(wk03.encode(RGB), words(wk03))
-    raw = sx.detect(sx.encode(RGB), words(sx))  # same toy semantics, raw heads
+    det = wk03.concept_detector.detect(wk03.encode(RGB), words(wk03))
+    raw = sx.concept_detector.detect(sx.encode(RGB), words(sx))  # same toy semantics, raw heads
     assert det.min_score == 0.5 and det.mask_kind == "probabilities"
     assert ((raw.scores > 0.05) & (raw.scores <= 0.5)).any()  # there was something to cut
     np.testing.assert_allclose(np.sort(det.scores), np.sort(raw.scores[raw.scores > 0.5]),
@@ -71,10 +71,12 @@ def test_position_encodings_fetched_once(tmp_path, monkeypatch, key):
     assert set(first.features) == set(second.features) == {f"backbone_fpn_{i}" for i in range(3)}
     # A fresh adapter given a cached embedding fetches the constants itself.
     fresh = open_bundle(adapter.encoder.path.parent)
-    check_instances(fresh.detect(first, words(fresh)), INSTANCES, SHAPE)
+    check_instances(fresh.concept_detector.detect(first, words(fresh)), INSTANCES, SHAPE)
     # The toy decoder checks the position encoding: a wrong one finds nothing.
-    fresh._constants = {k: np.zeros_like(v) for k, v in fresh._constants.items()}
-    check_instances(fresh.detect(first, words(fresh)), [], SHAPE)
+    right = fresh.concepts.constants()
+    assert right  # the decoder takes position encodings
+    fresh.concepts.constants = lambda: {k: np.zeros_like(v) for k, v in right.items()}
+    check_instances(fresh.concept_detector.detect(first, words(fresh)), [], SHAPE)
 
 
 @pytest.mark.parametrize("names", [None, {
@@ -85,15 +87,16 @@ def test_position_encodings_fetched_once(tmp_path, monkeypatch, key):
 def test_point_decoder_click_lands_on_the_blob(tmp_path, names):
     adapter = open_bundle(build_wkentaro_v06(tmp_path, point_names=names))
     emb = adapter.encode(RGB)
-    assert adapter.accepts_mask_input and adapter.max_exemplars == 16
+    assert adapter.prompt_decoder.accepts_mask_input
+    assert adapter.concept_detector.max_exemplars == 16
     click = MID.centre_xy(SHAPE, adapter.input_size)
-    cand = adapter.predict_masks(emb, click[None], np.array([1]))
+    cand = adapter.prompt_decoder.predict_masks(emb, click[None], np.array([1]))
     assert cand.logits.shape == (3, 24, 24) and not cand.single_mask_first
     best = cand.logits[int(np.argmax(cand.iou))] > 0
     size = best.shape[-1]
     assert best[MID.centre_rc(size, SHAPE)]
     assert not any(best[b.centre_rc(size, SHAPE)] for b in INSTANCES if b is not MID)
-    held = adapter.predict_masks(emb, click[None], np.array([1]),
+    held = adapter.prompt_decoder.predict_masks(emb, click[None], np.array([1]),
                                  mask_input=np.full((24, 24), -10.0, np.float32))
     assert not (held.logits > 0).any()  # the mask prompt reached the graph
 
@@ -113,14 +116,15 @@ def test_autognosi_bit_order_is_decided_once(tmp_path, monkeypatch, bitorder):
     original = autognosi_module.bit_order_errors
     monkeypatch.setattr(autognosi_module, "bit_order_errors",
                         lambda *a: calls.append(1) or original(*a))
-    det = adapter.detect(emb, words(adapter))
-    assert adapter.bit_order == bitorder and det.mask_kind == "binary"
+    det = adapter.concept_detector.detect(emb, words(adapter))
+    assert adapter.concepts.bit_order == bitorder and det.mask_kind == "binary"
     check_instances(det, INSTANCES, SHAPE)
-    check_instances(adapter.detect(emb, words(adapter, TOKEN_BRIGHT)), INSTANCES[:2], SHAPE)
+    check_instances(adapter.concept_detector.detect(emb, words(adapter, TOKEN_BRIGHT)),
+                    INSTANCES[:2], SHAPE)
     assert len(calls) == 1
-    adapter.bit_order = "little" if bitorder == "big" else "big"  # force the wrong order
+    adapter.concepts.bit_order = "little" if bitorder == "big" else "big"  # force the wrong
     with pytest.raises(AssertionError):
-        check_instances(adapter.detect(emb, words(adapter)), INSTANCES, SHAPE)
+        check_instances(adapter.concept_detector.detect(emb, words(adapter)), INSTANCES, SHAPE)
 
 
 def test_autognosi_text_clicks_and_boxes(tmp_path, monkeypatch):
@@ -131,12 +135,13 @@ def test_autognosi_text_clicks_and_boxes(tmp_path, monkeypatch):
     feeds = calls[0][1]
     assert (feeds["input_ids"][0, 3:] == EOT).all() and feeds["attention_mask"].sum() == 3
     with pytest.raises(CapabilityError):
-        adapter.detect(emb, words(adapter), MID.box_cxcywh(SHAPE)[None])
+        adapter.concept_detector.detect(emb, words(adapter), MID.box_cxcywh(SHAPE)[None])
     click = MID.centre_xy(SHAPE, adapter.input_size)
-    cand = adapter.predict_masks(emb, click[None], np.array([1]))
+    cand = adapter.prompt_decoder.predict_masks(emb, click[None], np.array([1]))
     assert cand.single_mask_first and cand.logits.shape == (4, 24, 24)
     x0, y0, x1, y1 = BRIGHT.box_xyxy(SHAPE) * np.tile(adapter.input_size[::-1], 2)
-    boxed = adapter.predict_masks(emb, np.array([[x0, y0], [x1, y1]]), np.array([2, 3]))
+    boxed = adapter.prompt_decoder.predict_masks(emb, np.array([[x0, y0], [x1, y1]]),
+                                                 np.array([2, 3]))
     for c in (cand, boxed):
         best = c.logits[1 + int(np.argmax(c.iou[1:]))] > 0
         blob = MID if c is cand else BRIGHT
@@ -152,19 +157,20 @@ def test_comicapp_fp16_encoder_feeds_three_of_four_levels(tmp_path, monkeypatch)
     assert asked == ["image_features_0", "image_features_1", "image_features_2"]
     assert next(iter(feeds.values())).dtype == np.float16
     assert all(v.dtype == np.float32 for v in emb.features.values())
-    check_instances(adapter.detect(emb, words(adapter)), INSTANCES, SHAPE)
+    check_instances(adapter.concept_detector.detect(emb, words(adapter)), INSTANCES, SHAPE)
 
 
 def test_comicapp_without_box_graph_and_with_box_graph_only(tmp_path):
     no_box = open_bundle(build_comicapp(tmp_path / "a", box_graph=False))
     emb = no_box.encode(RGB)
     with pytest.raises(CapabilityError):
-        no_box.detect(emb, words(no_box), MID.box_cxcywh(SHAPE)[None])
+        no_box.concept_detector.detect(emb, words(no_box), MID.box_cxcywh(SHAPE)[None])
     only_box = build_comicapp(tmp_path / "b")
     (only_box / "sam31_prompt_side.onnx").unlink()
     adapter = open_bundle(only_box)
-    check_instances(adapter.detect(emb, words(adapter)), INSTANCES, SHAPE)
-    check_instances(adapter.detect(emb, words(adapter), MID.box_cxcywh(SHAPE, 0.6)[None]),
+    check_instances(adapter.concept_detector.detect(emb, words(adapter)), INSTANCES, SHAPE)
+    check_instances(adapter.concept_detector.detect(emb, words(adapter),
+                                                    MID.box_cxcywh(SHAPE, 0.6)[None]),
                     [MID], SHAPE)
 
 
@@ -183,8 +189,8 @@ def test_full_geometry(tmp_path, build):
     assert adapter.input_size == (1008, 1008) and adapter.mask_size == (288, 288)
     emb = adapter.encode(RGB)
     assert emb.features["backbone_fpn_0"].shape[-2:] == (288, 288)
-    check_instances(adapter.detect(emb, words(adapter)), INSTANCES, SHAPE)
-    one = adapter.detect(emb, words(adapter), MID.box_cxcywh(SHAPE, 0.6)[None])
+    check_instances(adapter.concept_detector.detect(emb, words(adapter)), INSTANCES, SHAPE)
+    one = adapter.concept_detector.detect(emb, words(adapter), MID.box_cxcywh(SHAPE, 0.6)[None])
     check_instances(one, [MID], SHAPE)
 
 

@@ -48,7 +48,7 @@ def test_recognised_with_memory(name, cls, tmp_path):
     assert type(a) is cls and a.has(Capability.MEMORY) and a.has(Capability.BOXES)
     geo = sem.MEMORY_SMALL
     assert a.input_size == (geo.input_size,) * 2 and a.mask_size == (geo.mask_size,) * 2
-    assert a.memory_settings.num_maskmem == 7
+    assert a.memory_graphs.memory_settings.num_maskmem == 7
 
 
 def test_pagarcia_graphs_found_by_names_not_file_names(tmp_path):
@@ -59,15 +59,17 @@ def test_pagarcia_graphs_found_by_names_not_file_names(tmp_path):
         keep = f.suffix != ".onnx"  # data file and npz keep their names
         shutil.copy(f, dst / (f.name if keep else f"g{i}.onnx"))
     a = open_bundle(dst)
-    assert a.layout == "pagarcia-tracker" and a.has(Capability.MEMORY) and a.accepts_mask_input
-    assert a.memory_settings.max_memories == 2 and a.memory_settings.max_pointers == 16
+    assert a.layout == "pagarcia-tracker" and a.has(Capability.MEMORY)
+    assert a.prompt_decoder.accepts_mask_input
+    settings = a.memory_graphs.memory_settings
+    assert settings.max_memories == 2 and settings.max_pointers == 16
 
 
 def test_pagarcia_variants_pair_graphs_and_constants(tmp_path):
     build_pagarcia(tmp_path, variant="_single", max_mem_frames=2)
     build_pagarcia(tmp_path, variant="_multi", max_mem_frames=4, no_mem_bias=0.25)
     a = open_bundle(tmp_path)  # the larger memory wins; its decoders and constants go with it
-    assert a.memory_settings.max_memories == 4 and a.no_mem_embed[0, 1, 0, 0] == 0.25
+    assert a.memory_graphs.memory_settings.max_memories == 4 and a.no_mem_embed[0, 1, 0, 0] == 0.25
     assert a.constants_path.name == "video_constants_multi.npz"
     assert all(s.path.stem.endswith("_multi") for s in (*a.decoders.values(), a.memory_encoder))
 
@@ -81,9 +83,9 @@ def test_without_memory_graphs_capability_is_absent(name, tmp_path):
     a = open_bundle(BUILDERS[name](tmp_path, memory=False))
     assert a.has(Capability.CLICKS) and not a.has(Capability.MEMORY)
     emb = a.encode(rgb(blob_image(SHAPE, BLOBS)))
-    assert len(a.predict_masks(emb, xy(a, [[40, 65]]), [1]).iou) == 3
+    assert len(a.prompt_decoder.predict_masks(emb, xy(a, [[40, 65]]), [1]).iou) == 3
     with pytest.raises(CapabilityError, match="memory"):
-        a.memory_encode(emb, np.zeros(a.mask_size, np.float32), 1.0, True)
+        a.memory_graphs.memory_encode(emb, np.zeros(a.mask_size, np.float32), 1.0, True)
 
 
 @pytest.mark.parametrize(("name", "drop", "other"), [
@@ -135,7 +137,7 @@ def test_encode_keeps_axes_and_normalisation(adapter):
 def test_click_on_a_blob_gives_that_blob(adapter):
     emb = adapter.encode(rgb(blob_image(SHAPE, BLOBS)))
     for k, (r, c, rad) in enumerate(BLOBS):
-        cands = adapter.predict_masks(emb, xy(adapter, [[r, c]]), [1])
+        cands = adapter.prompt_decoder.predict_masks(emb, xy(adapter, [[r, c]]), [1])
         assert cands.logits.shape == (3, *adapter.mask_size) and cands.object_score > 0
         mask = best_mask(cands)
         assert iou(mask, disc(SHAPE, r, c, rad)) > 0.7
@@ -148,11 +150,11 @@ def test_box_prompt_and_box_corners_go_first(adapter, monkeypatch):
     emb = adapter.encode(rgb(blob_image(SHAPE, BLOBS)))
     r, c, rad = BLOBS[1]
     box = xy(adapter, [[r - rad - 2, c - rad - 2], [r + rad + 2, c + rad + 2]])
-    cands = adapter.predict_masks(emb, box, [2, 3])
+    cands = adapter.prompt_decoder.predict_masks(emb, box, [2, 3])
     assert iou(best_mask(cands), disc(SHAPE, r, c, rad)) > 0.7
     click = xy(adapter, [[r, c]])
     seen = spy_feeds(adapter, monkeypatch)
-    adapter.predict_masks(emb, np.concatenate([click, box]), [1, 2, 3])
+    adapter.prompt_decoder.predict_masks(emb, np.concatenate([click, box]), [1, 2, 3])
     labels = next(v for k, v in seen[0].items() if k.endswith("labels"))
     points = next(v for k, v in seen[0].items() if k in ("point_coords", "input_points"))
     # the toy pagarcia decoders pad themselves (as the real ones); the toy jax one does not
@@ -173,7 +175,7 @@ def _uniform_click(a, value=150):
     lm, (h, w) = a.mask_size[0], a.input_size
     i, j = lm // 2, lm // 3
     point = np.array([[(j + 0.5) * w / lm, (i + 0.5) * h / lm]], np.float32)
-    cands = a.predict_masks(emb, point, [1])
+    cands = a.prompt_decoder.predict_masks(emb, point, [1])
     return cands.logits[int(np.argmax(cands.iou)), i, j], level0(emb)[0, 0, i, j], emb
 
 
@@ -205,26 +207,28 @@ def test_pagarcia_multimask_vs_singlemask_and_mask_input(tmp_path):
     one, two = xy(a, [[r, c]]), xy(a, [[r, c], [r + 2, c]])
     box = xy(a, [[r - rad, c - rad], [r + rad, c + rad]])
     runs = {k: s.runs for k, s in a.decoders.items()}
-    assert len(a.predict_masks(emb, one, [1]).iou) == 3
-    assert len(a.predict_masks(emb, two, [1, 1]).iou) == 1
-    assert len(a.predict_masks(emb, box, [2, 3]).iou) == 1  # a box counts as two points
+    assert len(a.prompt_decoder.predict_masks(emb, one, [1]).iou) == 3
+    assert len(a.prompt_decoder.predict_masks(emb, two, [1, 1]).iou) == 1
+    assert len(a.prompt_decoder.predict_masks(emb, box, [2,
+                                                         3]).iou) == 1  # a box counts as two points
     low = np.full(a.mask_size, -32.0, np.float32)
-    assert (a.predict_masks(emb, one, [1], mask_input=low).logits <= 0).all()
-    assert len(a.predict_masks(emb, two, [1, 1], mask_input=low).iou) == 1
+    assert (a.prompt_decoder.predict_masks(emb, one, [1], mask_input=low).logits <= 0).all()
+    assert len(a.prompt_decoder.predict_masks(emb, two, [1, 1], mask_input=low).iou) == 1
     done = {k: s.runs - runs[k] for k, s in a.decoders.items()}
     assert done == {"decoder_multi": 1, "decoder_single": 2, "decoder_mask_multi": 1,
                     "decoder_mask_single": 1}
     only = open_bundle(build_pagarcia(tmp_path / "multi", decoders=("multi",)))
-    assert not only.accepts_mask_input
-    assert len(only.predict_masks(emb, two, [1, 1]).iou) == 3
+    assert not only.prompt_decoder.accepts_mask_input
+    assert len(only.prompt_decoder.predict_masks(emb, two, [1, 1]).iou) == 3
     with pytest.raises(ValueError, match="mask"):
-        only.predict_masks(emb, one, [1], mask_input=low)
+        only.prompt_decoder.predict_masks(emb, one, [1], mask_input=low)
 
 
 def test_jax_is_multimask_only(tmp_path):
     a = open_bundle(build_jax_video(tmp_path))
     emb = a.encode(rgb(blob_image(SHAPE, BLOBS)))
-    assert not a.accepts_mask_input
-    assert len(a.predict_masks(emb, xy(a, [[40, 65], [42, 65]]), [1, 1]).iou) == 3
+    assert not a.prompt_decoder.accepts_mask_input
+    assert len(a.prompt_decoder.predict_masks(emb, xy(a, [[40, 65], [42, 65]]), [1, 1]).iou) == 3
     with pytest.raises(ValueError, match="mask_input"):
-        a.predict_masks(emb, xy(a, [[40, 65]]), [1], np.zeros(a.mask_size, np.float32))
+        a.prompt_decoder.predict_masks(emb, xy(a, [[40, 65]]), [1],
+                                       np.zeros(a.mask_size, np.float32))

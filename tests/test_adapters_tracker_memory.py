@@ -48,7 +48,7 @@ def _expected_memory(a, emb, logits, from_points):
 def test_memory_encode_documented_values(adapter, from_points):
     emb = adapter.encode(rgb(blob_image(SHAPE, BLOBS)))
     logits = disc_logits(adapter, 70.0, 40.0, 15.0, inside=1.5)
-    frame = adapter.memory_encode(emb, logits, 2.0, from_points)
+    frame = adapter.memory_graphs.memory_encode(emb, logits, 2.0, from_points)
     got = per_channel(frame)
     np.testing.assert_allclose(got[:3], _expected_memory(adapter, emb, logits, from_points),
                                rtol=1e-4)
@@ -59,19 +59,21 @@ def test_memory_encode_documented_values(adapter, from_points):
         -1, *top_feature(emb).shape[-2:])
     g = pos.shape[-1]
     np.testing.assert_allclose(pos[0, 0], (np.arange(g) + 0.5) * adapter.input_size[1] / g)
-    empty = adapter.memory_encode(emb, np.full(adapter.mask_size, -20, np.float32), -1.0, True)
+    empty = adapter.memory_graphs.memory_encode(emb, np.full(adapter.mask_size, -20, np.float32),
+                                                -1.0, True)
     assert per_channel(empty)[3] == -1.0
 
 
 def test_memory_attend_documented_values(adapter):
     emb = adapter.encode(rgb(blob_image(SHAPE, BLOBS)))
-    rows = adapter.memory_settings.num_maskmem
-    cond = adapter.memory_encode(emb, disc_logits(adapter, 30, 30, 10), 1.0, True)
-    prev = adapter.memory_encode(emb, disc_logits(adapter, 80, 60, 12), 1.0, False)
-    gone = adapter.memory_encode(emb, np.full(adapter.mask_size, -20, np.float32), -1.0, False)
+    rows = adapter.memory_graphs.memory_settings.num_maskmem
+    cond = adapter.memory_graphs.memory_encode(emb, disc_logits(adapter, 30, 30, 10), 1.0, True)
+    prev = adapter.memory_graphs.memory_encode(emb, disc_logits(adapter, 80, 60, 12), 1.0, False)
+    gone = adapter.memory_graphs.memory_encode(emb, np.full(adapter.mask_size, -20, np.float32),
+                                               -1.0, False)
     c = top_feature(emb).shape[1]
     ptrs = np.random.default_rng(0).normal(size=(3, c)).astype(np.float32)
-    fused = adapter.memory_attend(emb, [cond, prev], [rows - 1, 0], ptrs, [3, 1, 2])
+    fused = adapter.memory_graphs.memory_attend(emb, [cond, prev], [rows - 1, 0], ptrs, [3, 1, 2])
     f = fused.features[CONDITIONED][0]
     raw = top_feature(emb)[0]
     np.testing.assert_allclose(f[:2], raw[:2], atol=1e-6)  # raw feature, no no_mem_embed
@@ -81,23 +83,23 @@ def test_memory_attend_documented_values(adapter):
     g = f.shape[-1]
     np.testing.assert_allclose(f[6, 0], (np.arange(g) + 0.5) * adapter.input_size[1] / g)
     np.testing.assert_allclose(f[7].mean(), ptrs[:, ::sem.MEM_CHANNELS].sum(), rtol=1e-5)
-    back = adapter.memory_attend(emb, [cond, gone], [rows - 1, 0], ptrs[:0], [])
+    back = adapter.memory_graphs.memory_attend(emb, [cond, gone], [rows - 1, 0], ptrs[:0], [])
     b = back.features[CONDITIONED][0].mean(axis=(1, 2))
     np.testing.assert_allclose(b[[2, 3, 7]], [per_channel(cond)[1], per_channel(cond)[2], 0.0],
                                rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="rows"):
-        adapter.memory_attend(emb, [cond], [rows], ptrs, [1, 2, 3])
+        adapter.memory_graphs.memory_attend(emb, [cond], [rows], ptrs, [1, 2, 3])
 
 
 def test_pagarcia_static_memory_slots(tmp_path):
     a = open_bundle(build_pagarcia(tmp_path))
     emb = a.encode(rgb(blob_image(SHAPE, BLOBS)))
-    m = a.memory_encode(emb, disc_logits(a, 30, 30, 10), 1.0, True)
+    m = a.memory_graphs.memory_encode(emb, disc_logits(a, 30, 30, 10), 1.0, True)
     with pytest.raises(ValueError, match="at most 2 memories"):
-        a.memory_attend(emb, [m, m, m], [6, 1, 0], np.zeros((0, 8), np.float32), [])
+        a.memory_graphs.memory_attend(emb, [m, m, m], [6, 1, 0], np.zeros((0, 8), np.float32), [])
     dyn = open_bundle(build_pagarcia(tmp_path / "dyn", max_mem_frames=None, max_obj_ptrs=None))
-    assert dyn.memory_settings.max_memories is None
-    f = dyn.memory_attend(emb, [m, m, m], [6, 1, 0], np.zeros((0, 8), np.float32), [])
+    assert dyn.memory_graphs.memory_settings.max_memories is None
+    f = dyn.memory_graphs.memory_attend(emb, [m, m, m], [6, 1, 0], np.zeros((0, 8), np.float32), [])
     assert f.features[CONDITIONED][0, 4].mean() == 1.0
 
 
@@ -105,15 +107,17 @@ def test_one_tracking_step_follows_a_drifting_blob(adapter, monkeypatch):
     frame0 = blob_image(SHAPE, BLOBS)
     emb0 = adapter.encode(rgb(frame0))
     r, c, rad = BLOBS[0]
-    cands = adapter.predict_masks(emb0, xy(adapter, [[r, c]]), [1])
+    cands = adapter.prompt_decoder.predict_masks(emb0, xy(adapter, [[r, c]]), [1])
     k = int(np.argmax(cands.iou))
-    memory = adapter.memory_encode(emb0, cands.logits[k], cands.object_score, True)
+    memory = adapter.memory_graphs.memory_encode(emb0, cands.logits[k], cands.object_score, True)
     moved = (r + 3, c + 4, rad)
     emb1 = adapter.encode(rgb(blob_image(SHAPE, (moved, BLOBS[1]))))
-    fused = adapter.memory_attend(emb1, [memory], [adapter.memory_settings.num_maskmem - 1],
-                                  cands.extras["object_pointer"][None], [1.0])
+    graphs = adapter.memory_graphs
+    fused = graphs.memory_attend(emb1, [memory], [graphs.memory_settings.num_maskmem - 1],
+                                 cands.extras["object_pointer"][None], [1.0])
     seen = spy_feeds(adapter, monkeypatch)
-    tracked = adapter.predict_masks(fused, np.zeros((0, 2), np.float32), np.zeros(0, np.int64))
+    tracked = adapter.prompt_decoder.predict_masks(fused, np.zeros((0, 2), np.float32),
+                                                   np.zeros(0, np.int64))
     labels = next(v for k, v in seen[0].items() if k.endswith("labels")).reshape(-1)
     # SAM's empty prompt: pagarcia's graphs pad themselves (N = 0, as its runtime sends);
     # the jax consumers send one (0, 0) point labelled -1, plus the padding point when the
@@ -136,10 +140,10 @@ def test_pagarcia_full_geometry_click_and_memory(tmp_path):
     shape, blobs = (300, 420), ((80, 100, 25), (210, 330, 30))
     emb = a.encode(rgb(blob_image(shape, blobs)))
     assert emb.features["image_embeddings.2"].shape == (1, 8, 72, 72)
-    cands = a.predict_masks(emb, xy(a, [[210, 330]], shape), [1])
+    cands = a.prompt_decoder.predict_masks(emb, xy(a, [[210, 330]], shape), [1])
     mask = best_mask(cands, shape)
     assert iou(mask, disc(shape, 210, 330, 30)) > 0.9
     assert not (mask & disc(shape, 80, 100, 27)).any()
-    frame = a.memory_encode(emb, cands.logits[int(np.argmax(cands.iou))], 1.0, True)
+    frame = a.memory_graphs.memory_encode(emb, cands.logits[int(np.argmax(cands.iou))], 1.0, True)
     x, y = per_channel(frame)[1:3]  # centroid in model pixels
     assert abs(x - 330.5 * 1008 / 420) < 6 and abs(y - 210.5 * 1008 / 300) < 6

@@ -192,9 +192,10 @@ def test_nso_batched_decoding_matches_one_call_per_click(tmp_path):
     img = np.repeat(blob_image((60, 90), ((15, 20, 6), (40, 65, 7)))[..., None], 3, axis=2)
     emb = ad.encode(img)
     xy = np.array([[25.0, 20.0], [60.0, 55.0], [5.0, 80.0]], np.float32)
-    single = ad.predict_point_batch(emb, xy)  # the toy graph has batch 1: one call per click
-    ad._batched, ad.decoder = True, _PerObject(ad.decoder)
-    batched = ad.predict_point_batch(emb, xy)
+    decoder = ad.prompt_decoder
+    single = decoder.predict_point_batch(emb, xy)  # the toy graph has batch 1: one call per click
+    decoder.batched, decoder.session = True, _PerObject(decoder.session)
+    batched = decoder.predict_point_batch(emb, xy)
     for a, b in zip(single, batched, strict=True):
         np.testing.assert_array_equal(a.logits, b.logits)
         np.testing.assert_array_equal(a.iou, b.iou)

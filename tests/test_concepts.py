@@ -14,7 +14,6 @@ from napari_sam3_onnx.engine.concepts.search import (
 )
 from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.models.base import (
-    Capability,
     Detections,
     Embedding,
     SamAdapter,
@@ -27,12 +26,17 @@ LOW = (10, 10)  # low-res mask grid
 
 
 class PlantedDetector(SamAdapter):
-    """Returns, for phrase p, the boxes planted under p with the planted scores."""
+    """Returns, for phrase p, the boxes planted under p with the planted scores.
+
+    It is its own concept-detector role (a test double; real layouts compose role objects).
+    """
 
     layout = "planted"
-    capabilities = frozenset({Capability.ENCODE, Capability.TEXT, Capability.EXEMPLARS})
+    max_exemplars = None
+    min_score = 0.0
 
     def __init__(self, planted):
+        self._attach_detector(self, exemplars=True)  # text, exemplars
         self.planted = planted  # phrase -> list of (score, (x0, y0, x1, y1) normalised)
         self.text_calls = []
         self.detect_calls = []

@@ -45,3 +45,23 @@ def test_the_toy_without_onnx_says_what_to_install(tmp_path):
     assert "built with the 'onnx' package, which is not installed" in out
     assert "pip install 'napari-sam3-onnx[toy]'" in out
     assert not any(tmp_path.iterdir())  # nothing half-built left behind
+
+
+# Small modules: the dock and the engine are grouped into sub-packages so that no file has to
+# grow into a mixed bag; this holds the line (``wc -l`` counts) where it stands.
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_of_the_dock_or_the_engine_exceeds_400_lines():
+    from pathlib import Path
+
+    import napari_sam3_onnx
+
+    root = Path(napari_sam3_onnx.__file__).parent
+    for package in ("_napari", "engine"):
+        modules = sorted((root / package).rglob("*.py"))
+        assert len(modules) > 10, f"{package}/ not found under {root}"  # the check is not empty
+        sizes = {m.relative_to(root).as_posix(): len(m.read_bytes().splitlines())
+                 for m in modules}
+        too_long = {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES}
+        assert not too_long, f"split these modules (over {MAX_MODULE_LINES} lines): {too_long}"

@@ -5,7 +5,7 @@ import numpy as np
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.postprocess import hole_area_for
 from napari_sam3_onnx.engine.tracking.propagation import Seed, propagate
-from napari_sam3_onnx.models.base import Capability, Embedding, MaskCandidates, SamAdapter
+from napari_sam3_onnx.models.base import Embedding, MaskCandidates, SamAdapter
 
 #: Low-res mask size: holes up to hole_area_for((40, 56)) = 7 px are filled for display.
 LOW = (40, 56)
@@ -21,9 +21,9 @@ class _RingCarryOver(SamAdapter):
     """
 
     layout = "ring-carry-over"
-    capabilities = frozenset({Capability.ENCODE, Capability.CLICKS})
 
     def __init__(self) -> None:
+        self._attach_prompt_decoder(self)  # its own prompt-decoder role (a test double)
         self.mask_inputs: list[np.ndarray | None] = []
 
     @property

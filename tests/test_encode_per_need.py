@@ -54,7 +54,7 @@ def test_a_partial_embedding_is_completed_and_answers_like_a_whole_one(counted):
     part = a.encode_for(rgb, Capability.TEXT)
     assert a.lacks(part, Capability.CLICKS) and not a.lacks(part, Capability.TEXT)
     with pytest.raises(ValueError, match="tracker_encoder"):
-        a.predict_masks(part, np.array([[30.0, 25.0]], np.float32), np.array([1]))
+        a.prompt_decoder.predict_masks(part, np.array([[30.0, 25.0]], np.float32), np.array([1]))
     whole = a.complete(part, rgb, Capability.CLICKS)
     assert runs == {"vision_encoder": 1, "tracker_encoder": 1}
     assert a.complete(whole, rgb, Capability.TEXT) is whole  # nothing left to run

@@ -17,7 +17,7 @@ from napari_sam3_onnx.engine.concepts.search import (
 )
 from napari_sam3_onnx.engine.postprocess import logits_to_mask, upsample_crop, upsample_logits
 from napari_sam3_onnx.models.adapters._common import encoder_feed
-from napari_sam3_onnx.models.base import Capability, Detections, SamAdapter, TextEmbedding
+from napari_sam3_onnx.models.base import Detections, SamAdapter, TextEmbedding
 from napari_sam3_onnx.models.graph_info import TensorInfo
 from napari_sam3_onnx.models.imageops import resize_bilinear, resize_rgb_uint8
 
@@ -111,9 +111,9 @@ def _reference(dets, shape, floor, min_area, fill, first_id=1):
 
 class _Fixed(SamAdapter):
     layout = "fixed"
-    capabilities = frozenset({Capability.ENCODE, Capability.TEXT})
 
     def __init__(self, dets):
+        self._attach_detector(self, exemplars=False)  # its own detector role (a test double)
         self.dets = dict(dets)
 
     def detect(self, embedding, text, boxes_cxcywh=None, box_labels=None):

@@ -8,7 +8,7 @@ from napari_sam3_onnx.engine.cache import EmbeddingCache
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt, segment
 from napari_sam3_onnx.engine.postprocess import fill_holes, select_candidate, stability
-from napari_sam3_onnx.models.base import Capability, Embedding, MaskCandidates, SamAdapter
+from napari_sam3_onnx.models.base import Embedding, MaskCandidates, SamAdapter
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import PromptError
 
@@ -128,7 +128,10 @@ class _HoleyDecoder(SamAdapter):
     """Answers every prompt with one 24x24 mask: a ring (a 2x2 hole at rows/cols 11-12)."""
 
     layout = "holey"
-    capabilities = frozenset({Capability.ENCODE, Capability.CLICKS})
+    accepts_mask_input = False
+
+    def __init__(self):
+        self._attach_prompt_decoder(self)  # its own prompt-decoder role (a test double)
 
     @property
     def mask_size(self):

@@ -229,22 +229,38 @@ def test_a_long_stack_holds_a_bounded_bank(bundles):
 
 
 class Spy:
-    """Records the memory calls an adapter receives (everything else passes through)."""
+    """Records the calls an adapter's memory graphs receive (everything else passes through).
+
+    It stands in for both the adapter and its memory-graphs role.
+    """
 
     def __init__(self, inner):
         self.inner, self.encodes, self.attends = inner, [], []
+        self.graphs = inner.memory_graphs
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
+    @property
+    def memory_graphs(self):
+        return self
+
+    @property
+    def memory_settings(self):
+        return self.graphs.memory_settings
+
+    @property
+    def memory_note(self):
+        return self.graphs.memory_note
+
     def memory_encode(self, embedding, mask_logits, object_score, is_mask_from_points):
         self.encodes.append((np.asarray(mask_logits).copy(), object_score, is_mask_from_points))
-        return self.inner.memory_encode(embedding, mask_logits, object_score,
-                                        is_mask_from_points)
+        return self.graphs.memory_encode(embedding, mask_logits, object_score,
+                                         is_mask_from_points)
 
     def memory_attend(self, embedding, memories, rows, pointers, offsets):
         self.attends.append((list(rows), list(offsets), len(pointers)))
-        return self.inner.memory_attend(embedding, memories, rows, pointers, offsets)
+        return self.graphs.memory_attend(embedding, memories, rows, pointers, offsets)
 
 
 def test_memory_calls_follow_sam3(bundles):

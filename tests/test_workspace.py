@@ -38,7 +38,8 @@ def refs_of(data):
 
 def test_one_language_cache_per_model_read_with_the_graphs_context_length(folder, monkeypatch):
     adapter = open_bundle(folder)
-    monkeypatch.setattr(type(adapter), "context_length", property(lambda self: 9))
+    monkeypatch.setattr(type(adapter.concept_detector), "context_length",
+                        property(lambda self: 9))
     ws = Workspace()
     with pytest.raises(Sam3OnnxError, match="Load a model"):
         _ = ws.texts
@@ -114,3 +115,15 @@ def test_search_refuses_bad_options_and_a_model_without_text(folder, tmp_path):
     ws.attach(open_bundle(clicks), clicks)
     with pytest.raises(MissingCapabilityError):
         next(iter_search(ws, refs_of(stack()), ["bright"]))
+
+
+def test_box_texts_only_for_a_detector_without_a_sam_head(folder, tmp_path):
+    from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
+
+    ws = Workspace()
+    assert ws.box_texts() is None  # no model
+    ws.attach(open_bundle(folder), folder)  # text and boxes through the detector, no clicks
+    assert ws.box_texts() is ws.texts
+    clicks = build_hf_tracker(tmp_path / "clicks")
+    ws.attach(open_bundle(clicks), clicks)  # a SAM head: boxes go to its prompt decoder
+    assert ws.box_texts() is None

@@ -61,9 +61,10 @@ def test_bundle_is_recognised_with_every_capability(bundle):
     assert adapter.layout == "nso-sam3"
     assert adapter.capabilities == frozenset(Capability)
     assert adapter.input_size == (1008, 1008) and adapter.mask_size == (288, 288)
-    assert adapter.max_exemplars == 16 and adapter.context_length == 32
-    assert adapter.memory_settings.num_maskmem == 7
-    assert adapter.memory_settings.max_obj_ptrs == 16
+    detector = adapter.concept_detector
+    assert detector.max_exemplars == 16 and detector.context_length == 32
+    assert adapter.memory_graphs.memory_settings.num_maskmem == 7
+    assert adapter.memory_graphs.memory_settings.max_obj_ptrs == 16
 
 
 def test_manifest_lists_every_file_with_its_hash(bundle):
@@ -96,18 +97,18 @@ def test_prompt_decoder_takes_a_batch_of_single_clicks(bundle, model):
     from napari_sam3_onnx.models.bundle import open_bundle
 
     adapter = open_bundle(bundle)
-    if not adapter._batched:
+    if not adapter.prompt_decoder.batched:
         pytest.skip("this bundle's prompt decoder was exported without a batch axis")
     rng = np.random.default_rng(3)
     img = (rng.random((600, 800, 3)) * 255).astype(np.uint8)
     emb = adapter.encode(img)
     xy = (rng.random((5, 2)) * 1008).astype(np.float32)
-    batched = adapter.predict_point_batch(emb, xy)
+    batched = adapter.prompt_decoder.predict_point_batch(emb, xy)
     wrap = G.PromptDecoder(model).eval()
     feats = emb.features
-    top = torch.from_numpy(feats["trk_feat_2"] + adapter._no_mem)
+    top = torch.from_numpy(feats["trk_feat_2"] + adapter.no_mem_embed)
     for b, got in enumerate(batched):
-        one = adapter.predict_masks(emb, xy[b:b + 1], np.ones(1, np.int64))
+        one = adapter.prompt_decoder.predict_masks(emb, xy[b:b + 1], np.ones(1, np.int64))
         np.testing.assert_allclose(got.logits, one.logits, atol=1e-4)
         np.testing.assert_allclose(got.iou, one.iou, atol=1e-5)
         assert abs(got.object_score - one.object_score) < 1e-4

@@ -130,8 +130,9 @@ def test_language_encoder_runs_once_for_a_ten_slice_run(make_text, qtbot):
     _viewer, _image, w, panel = make_text(stack(planted), "samexporter")
     adapter = w.model.adapter
     calls = []
-    original = adapter.encode_text
-    adapter.encode_text = lambda ids, *a: calls.append(list(ids)) or original(ids, *a)
+    detector = adapter.concept_detector
+    original = detector.encode_text
+    detector.encode_text = lambda ids, *a: calls.append(list(ids)) or original(ids, *a)
     out = run(qtbot, panel, "bright", "all")
     assert len(calls) == 1 and w.session.encoder.encoder_calls == 10
     assert out.features["index"].tolist() == list(range(1, 11))
@@ -188,8 +189,9 @@ def test_exemplar_boxes_reach_the_detector(make_text, qtbot, positive):
     _viewer, _image, w, panel = make_text(planted_image((60, 90))[..., 0], "samexporter")
     adapter = w.model.adapter
     seen = []
-    original = adapter.detect
-    adapter.detect = lambda emb, text, boxes=None, labels=None: (
+    detector = adapter.concept_detector
+    original = detector.detect
+    detector.detect = lambda emb, text, boxes=None, labels=None: (
         seen.append((text, boxes, labels)) or original(emb, text, boxes, labels))
     panel.use_boxes.setChecked(True)
     (panel.positive if positive else panel.negative).setChecked(True)

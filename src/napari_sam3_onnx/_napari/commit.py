@@ -55,6 +55,18 @@ def clear_preview(preview: Labels, index: tuple[int, ...] | None) -> None:
     preview.refresh()
 
 
+def undo_last(target: Labels | None, viewer, redo: bool = False) -> tuple[str, bool]:
+    """Undo (or redo) the last change in ``target``, the layer of the last commit.
+
+    Returns the message for the user and whether it is a warning (nothing to undo here).
+    """
+    if target is None or target not in viewer.layers:
+        return ("There is no commit to undo here; select the Labels layer and press Ctrl+Z to "
+                "undo its other changes.", True)
+    target.redo() if redo else target.undo()  # napari ignores an empty history
+    return f"{'Redid' if redo else 'Undid'} the last change in '{target.name}'.", False
+
+
 def commit_masks(
     target: Labels,
     index: tuple[int, ...],

@@ -5,10 +5,13 @@ does not build a second widget (with its own prompt layers and cache) beside "Cl
 boxes", an entry finds the widget already docked in this viewer, takes it out of its dock and
 hands it back to napari, which docks it under the entry's name; a new widget is built only when
 there is none. The entries are classes because napari passes the viewer to a class whose
-``__init__`` names ``napari_viewer``; ``__new__`` returns the widget itself.
+``__init__`` names ``napari_viewer``; calling one (their metaclass's ``__call__``) returns the
+widget itself, typed as such.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from napari_sam3_onnx._napari.widget import ClicksWidget
 
@@ -26,14 +29,20 @@ def open_on_tab(napari_viewer, tab: str) -> ClicksWidget:
     return widget
 
 
-class _Entry:
-    TAB = ""
+class _OpensTheDock(type):
+    """Metaclass of the menu entries: ``Entry(napari_viewer)`` is the one dock widget."""
 
-    def __new__(cls, napari_viewer) -> ClicksWidget:
+    TAB: str
+
+    def __call__(cls, napari_viewer: Any) -> ClicksWidget:
         return open_on_tab(napari_viewer, cls.TAB)
 
-    def __init__(self, napari_viewer) -> None:  # never called: __new__ returns the widget
-        """Open the SAM 3 dock on this entry's tab."""
+
+class _Entry(metaclass=_OpensTheDock):
+    TAB = ""
+
+    def __init__(self, napari_viewer: Any) -> None:  # never called: the metaclass answers
+        """Open the SAM 3 dock on this entry's tab (napari reads this signature)."""
 
 
 class ClicksAndBoxes(_Entry):

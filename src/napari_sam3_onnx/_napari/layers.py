@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from napari.layers import Image, Labels, Layer, Points, Shapes
@@ -34,6 +35,11 @@ POSITIVE_SYMBOL = "disc"
 NEGATIVE_SYMBOL = "cross"
 #: Colours of previewed objects 1, 2, ... (committed objects use napari's random label colours).
 PREVIEW_COLORS = ("gold", "springgreen", "deepskyblue", "orchid", "tomato")
+#: Names of a stack's leading axes by how many there are (a plane has none).
+LEAD_AXIS_NAMES: dict[int, tuple[str, ...]] = {1: ("z",), 2: ("t", "z")}
+
+#: The layer type :func:`find_or_add` is asked for, and returns.
+L = TypeVar("L", bound=Layer)
 
 
 class ViewError(Sam3OnnxError):
@@ -110,7 +116,7 @@ def is_scratch(layer: Layer) -> bool:
     return str(_owner(layer) or "").endswith(f"/{PREVIEW_NAME}")
 
 
-def find_or_add(viewer, cls: type, name: str, image: Image, **kwargs) -> Layer:
+def find_or_add(viewer, cls: type[L], name: str, image: Image, **kwargs) -> L:
     """Reuse the image's layer of this role, or add a new one with the image's transform.
 
     A layer is reused when it was made for this image (tagged in ``metadata``), or when it is
@@ -302,7 +308,5 @@ def index_label(image: Image, index: tuple[int, ...]) -> str:
     """A short human label for a plane, e.g. ``"z=3"`` or ``"t=1, z=3"``."""
     if not index:
         return "the image"
-    names = ("t", "z") if len(index) == 2 else ("z",) if len(index) == 1 else None
-    if names is None:
-        names = tuple(f"axis{i}" for i in range(len(index)))
+    names = LEAD_AXIS_NAMES.get(len(index)) or tuple(f"axis{i}" for i in range(len(index)))
     return ", ".join(f"{n}={i}" for n, i in zip(names, index, strict=True))

@@ -39,6 +39,7 @@ from napari_sam3_onnx._napari.layers import (
 )
 from napari_sam3_onnx._napari.model.panel import ModelPanel
 from napari_sam3_onnx._napari.panels import extra_panels
+from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx._napari.save_labels import SaveLabelsButton
 from napari_sam3_onnx.api.workspace import Workspace
 
@@ -75,7 +76,8 @@ class ClicksWidget(QWidget):
         self.image.activated.connect(lambda _i: self._image_changed(force=True))
         self.target = compact_combo()
         self.target.currentIndexChanged.connect(lambda _i: self._target_changed())
-        self.positive = QRadioButton("Positive", checked=True)
+        self.positive = QRadioButton("Positive")
+        self.positive.setChecked(True)
         self.negative = QRadioButton("Negative")
         self.positive.toggled.connect(self._polarity_changed)
         self.overwrite = QCheckBox("Overwrite other objects")
@@ -87,7 +89,7 @@ class ClicksWidget(QWidget):
         commit.clicked.connect(self.commit)
         clear = QPushButton("Clear [Shift+C]")
         clear.clicked.connect(self.clear)
-        self.status = QLabel("", wordWrap=True)
+        self.status = wrapped_label()
         self.encoding = EncodeStatus(self.session.cancel, self.status.setText)
         self.progress = self.encoding.bar
 
@@ -104,9 +106,9 @@ class ClicksWidget(QWidget):
         data.addRow("Clicks", polarity)
         box = QGroupBox("Prompts")
         box.setLayout(data)
-        help_text = QLabel(
+        help_text = wrapped_label(
             "Click on an object in 'SAM prompts' (add mode); draw rectangles in 'SAM boxes'. "
-            "Only prompts on the plane shown count.", wordWrap=True)
+            "Only prompts on the plane shown count.")
         clicks_tab = QWidget()
         clicks = QVBoxLayout(clicks_tab)
         clicks.addWidget(box)
@@ -173,9 +175,9 @@ class ClicksWidget(QWidget):
         """Load a bundle folder (``toy`` marks the test model clearly in the widget)."""
         self.model.load(folder, toy=toy)
 
-    def event(self, event: QEvent) -> bool:
+    def event(self, event: QEvent | None) -> bool:
         """Tear down when napari takes the widget out of its dock (the dock's close button)."""
-        if event.type() == QEvent.Type.ParentChange:
+        if event is not None and event.type() == QEvent.Type.ParentChange:
             if self.parent() is not None:
                 self._docked, self.moving = True, False
             elif self._docked and not self.moving:
@@ -260,7 +262,7 @@ class ClicksWidget(QWidget):
         set_polarity(self.session.layers.points, bool(positive))
 
     def _set_budget(self, nbytes: int) -> None:
-        self.session.cache.budget_bytes = nbytes
+        self.workspace.cache.budget_bytes = nbytes
 
     # ---- feedback --------------------------------------------------------------------
     def _notify(self, message: str) -> None:

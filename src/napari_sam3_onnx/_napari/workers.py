@@ -99,10 +99,11 @@ def run_job(encoder: SliceEncoder, job: Job, texts: TextCache | None = None) -> 
 
 def will_encode(encoder: SliceEncoder, job: Job) -> bool:
     """Whether the job must run the image encoder first (for the busy indicator)."""
-    tiled = job.tiling is not None and job.ref.region is None and job.tiling.applies(
-        job.ref.plane_shape, input_side(encoder.adapter))
-    refs = [first_tile(encoder.adapter, job.ref, p, job.tiling) for _, p in job.objects] if (
-        tiled) else [job.ref]
+    tiling = job.tiling
+    refs = [job.ref]
+    if tiling is not None and job.ref.region is None and tiling.applies(
+            job.ref.plane_shape, input_side(encoder.adapter)):
+        refs = [first_tile(encoder.adapter, job.ref, p, tiling) for _, p in job.objects]
     return any(encoder.key(r) not in encoder.cache for r in refs)
 
 

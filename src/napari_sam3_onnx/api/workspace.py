@@ -37,7 +37,8 @@ def language_cache(adapter: SamAdapter, folder: Path | str) -> TextCache:
         The folder holds no tokenizer file.
     """
     adapter.require(Capability.TEXT)
-    return TextCache(adapter, ClipTokenizer.from_folder(Path(folder), adapter.context_length))
+    return TextCache(adapter, ClipTokenizer.from_folder(
+        Path(folder), adapter.concept_detector.context_length))
 
 
 class DataVersions:
@@ -148,6 +149,15 @@ class Workspace:
     def has(self, capability: Capability) -> bool:
         """Whether a model is attached and has ``capability``."""
         return self.adapter is not None and self.adapter.has(capability)
+
+    def box_texts(self) -> TextCache | None:
+        """The language cache a detector-only bundle answers boxes with (SAM 3's "visual").
+
+        None with a SAM head (boxes go to its prompt decoder) or without a detector.
+        """
+        if self.has(Capability.CLICKS) or not self.has(Capability.TEXT):
+            return None
+        return self.texts
 
     @property
     def texts(self) -> TextCache:

@@ -295,7 +295,8 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     stops = "; ".join(f"object {oid}: " + ", ".join(f"{d} stopped at {s.index} ({s.reason})"
                                                       for d, s in t.stops.items())
                       for oid, t in result.objects.items())
-    note = bundle.adapter.memory_note if result.method == "memory" else ""
+    note = (bundle.adapter.memory_graphs.memory_note if result.method == "memory"
+            else "")
     print(f"{result.method} propagation of {len(seeds)} object(s) -> {args.out}. {stops}"
           + (f" Note: {note}." if note else ""))
     return 0

@@ -66,7 +66,7 @@ def mask_input_for(adapter: SamAdapter, logits: np.ndarray | None) -> np.ndarray
 
     None when there are no logits or the decoder takes no mask prompt.
     """
-    if logits is None or not adapter.accepts_mask_input:
+    if logits is None or not adapter.prompt_decoder.accepts_mask_input:
         return None
     return np.clip(logits, -MASK_INPUT_CLAMP, MASK_INPUT_CLAMP).astype(np.float32)
 

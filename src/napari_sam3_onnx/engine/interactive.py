@@ -127,8 +127,8 @@ def decode_prompt(
     the decoder takes one.
     """
     xy, labels = prepare_prompt(prompt, embedding.image_shape, embedding.input_size)
-    cands = adapter.predict_masks(embedding, xy, labels,
-                                  mask_input_for(adapter, prompt.mask_logits))
+    cands = adapter.prompt_decoder.predict_masks(embedding, xy, labels,
+                                                 mask_input_for(adapter, prompt.mask_logits))
     return decode_step(cands, len(labels), hole_area)  # a box is two points (labels 2 and 3)
 
 

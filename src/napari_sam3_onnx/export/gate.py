@@ -90,7 +90,7 @@ def decisions(folder: Path | str) -> dict:
     for phrase, exemplar in CONCEPT_PROMPTS:
         boxes = None if exemplar is None else np.array([exemplar], np.float32)
         labels = None if boxes is None else np.array([1], np.int64)
-        det = adapter.detect(emb, texts.get(phrase), boxes, labels)
+        det = adapter.concept_detector.detect(emb, texts.get(phrase), boxes, labels)
         keep = np.flatnonzero(det.scores > 0.5)
         out["concepts"].append({"scores": np.array(det.scores), "masks": {
             int(i): (logits_to_mask(det.masks[i], img.shape[:2], 0.0), np.array(det.masks[i]))

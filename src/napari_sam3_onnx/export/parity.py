@@ -73,7 +73,7 @@ def clicks(adapter, ref, img: np.ndarray, state: dict) -> list[dict]:
         xy, labels = prepare_prompt(prompt, (h, w), emb.input_size)
         mi = None if mask_in is None else np.clip(mask_in[0], -MASK_INPUT_CLAMP,
                                                   MASK_INPUT_CLAMP)
-        cands = adapter.predict_masks(emb, xy, labels, mi)
+        cands = adapter.prompt_decoder.predict_masks(emb, xy, labels, mi)
         low = np.clip(cands.logits[r["index"]], -32, 32)
         diff = float(np.abs(low - r["low_res"]).max())
         out.append({
@@ -105,9 +105,9 @@ def concepts(adapter, ref, img: np.ndarray, state: dict, bundle: Path) -> list[d
         phrase = text or "visual"
         ids_ours = tok.encode(phrase)
         ids_ref = [int(t) for t in upstream_tok([phrase], context_length=32)[0] if int(t)]
-        det = adapter.detect(emb, texts.get(phrase),
-                             np.asarray(boxes, np.float32).reshape(-1, 4) if boxes else None,
-                             np.ones(len(boxes), np.int64) if boxes else None)
+        det = adapter.concept_detector.detect(
+            emb, texts.get(phrase), np.asarray(boxes, np.float32).reshape(-1, 4) if boxes else None,
+            np.ones(len(boxes), np.int64) if boxes else None)
         keep_ours = np.flatnonzero(det.scores > 0.5)
         scores_ref = 1 / (1 + np.exp(-r["pred_logits"])) / (1 + np.exp(-r["presence"]))
         keep_ref = np.flatnonzero(scores_ref > 0.5)

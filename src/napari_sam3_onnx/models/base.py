@@ -17,7 +17,6 @@ import numpy as np
 
 from .errors import MissingCapabilityError
 from .graph_info import GraphSignature
-from .memory import MemoryFrame, MemorySettings
 from .roles import ConceptDetector, MemoryGraphs, PromptDecoder
 
 
@@ -133,15 +132,16 @@ class Detections:
 
 
 class SamAdapter:
-    """Base class of the per-layout adapters: an image encoder plus optional roles.
+    """Base class of the per-layout adapters: an image encoder composed with optional roles.
 
-    The roles (:mod:`napari_sam3_onnx.models.roles`) are a prompt decoder, a concept detector
-    and memory graphs. An adapter either composes a role object (:meth:`_attach_prompt_decoder`,
-    :meth:`_attach_detector`, :meth:`_attach_memory`, which also grant the capabilities that role
-    brings) or plays the role itself (it declares the capability in ``capabilities`` and
-    overrides the role's methods). The operations of a missing role raise
-    :class:`~napari_sam3_onnx.models.errors.MissingCapabilityError` with a message that names
-    the bundle and the missing ability.
+    The adapter itself is the image encoder (:meth:`encode` and the geometry). The other roles
+    (:mod:`napari_sam3_onnx.models.roles`) are objects it composes: a prompt decoder, a concept
+    detector and memory graphs, attached with :meth:`_attach_prompt_decoder`,
+    :meth:`_attach_detector` and :meth:`_attach_memory`. A capability means "the role exists":
+    :attr:`capabilities` is derived from the attached roles, and the accessors
+    :attr:`prompt_decoder`, :attr:`concept_detector` and :attr:`memory_graphs` return the role or
+    raise :class:`~napari_sam3_onnx.models.errors.MissingCapabilityError` naming the bundle and
+    the missing ability.
     """
 
     layout: str = "unknown"
@@ -149,17 +149,31 @@ class SamAdapter:
     #: image_encoder, language_encoder; fp32 elsewhere"; None when it declares none.
     precision: str | None = None
 
-    #: Composed role objects (None: missing, or played by the adapter itself).
+    #: Composed role objects (None: the bundle lacks that role).
     _prompt_role: PromptDecoder | None = None
     _detector_role: ConceptDetector | None = None
     _memory_role: MemoryGraphs | None = None
+    #: Whether the attached detector takes exemplar boxes.
+    _exemplars: bool = False
 
     @classmethod
     def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
         """Assign a folder's graphs to this layout's roles, or return None if they do not fit."""
         return None
 
-    capabilities: frozenset[Capability] = frozenset({Capability.ENCODE})
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What this bundle can do: encoding, plus what each attached role brings."""
+        caps = {Capability.ENCODE}
+        if self._prompt_role is not None:
+            caps |= {Capability.CLICKS, Capability.BOXES}
+        if self._detector_role is not None:
+            caps.add(Capability.TEXT)
+            if self._exemplars:  # the detector answers a box as a positive exemplar
+                caps |= {Capability.EXEMPLARS, Capability.BOXES}
+        if self._memory_role is not None:
+            caps.add(Capability.MEMORY)
+        return frozenset(caps)
 
     # ---- geometry, read from the graphs -------------------------------------------------
     @property
@@ -172,32 +186,6 @@ class SamAdapter:
         """``(height, width)`` of the low-resolution masks (and of a mask prompt)."""
         raise NotImplementedError
 
-    @property
-    def max_exemplars(self) -> int | None:
-        """Number of exemplar-box slots of the detector (None: dynamic / no limit)."""
-        return None if self._detector_role is None else self._detector_role.max_exemplars
-
-    @property
-    def context_length(self) -> int:
-        """Token context length of the language encoder."""
-        role = self.concept_detector
-        if self._composed(role):
-            return role.context_length
-        raise NotImplementedError
-
-    @property
-    def min_score(self) -> float:
-        """The score cut the detector applies inside its graph (0.0: raw heads, no cut).
-
-        A caller's confidence floor below it has no effect (wkentaro's exports bake in 0.5).
-        """
-        return 0.0 if self._detector_role is None else self._detector_role.min_score
-
-    @property
-    def accepts_mask_input(self) -> bool:
-        """Whether :meth:`predict_masks` can take a previous low-res mask as a prompt."""
-        return self._prompt_role is not None and self._prompt_role.accepts_mask_input
-
     def assumptions(self) -> dict[str, tuple[str, str]]:
         """What this adapter assumed or learnt for its folder: ``name -> (value, source)``.
 
@@ -206,11 +194,6 @@ class SamAdapter:
         the graph or file that said so, or the layout contract when nothing in the bundle does.
         """
         return {}
-
-    @property
-    def memory_note(self) -> str:
-        """A caveat about this bundle's video memory for the propagation's method note ('')."""
-        return "" if self._memory_role is None else self._memory_role.memory_note
 
     def has(self, capability: Capability) -> bool:
         """Whether this bundle provides ``capability``."""
@@ -231,8 +214,9 @@ class SamAdapter:
         MissingCapabilityError
             The bundle has no prompt decoder (capability ``clicks``).
         """
-        self.require(Capability.CLICKS)
-        return self._prompt_role if self._prompt_role is not None else self
+        if self._prompt_role is None:
+            raise MissingCapabilityError(self.layout, Capability.CLICKS.value)
+        return self._prompt_role
 
     @property
     def concept_detector(self) -> ConceptDetector:
@@ -243,8 +227,9 @@ class SamAdapter:
         MissingCapabilityError
             The bundle has no concept detector (capability ``text``).
         """
-        self.require(Capability.TEXT)
-        return self._detector_role if self._detector_role is not None else self
+        if self._detector_role is None:
+            raise MissingCapabilityError(self.layout, Capability.TEXT.value)
+        return self._detector_role
 
     @property
     def memory_graphs(self) -> MemoryGraphs:
@@ -255,30 +240,24 @@ class SamAdapter:
         MissingCapabilityError
             The bundle has no memory graphs (capability ``memory``).
         """
-        self.require(Capability.MEMORY)
-        return self._memory_role if self._memory_role is not None else self
+        if self._memory_role is None:
+            raise MissingCapabilityError(self.layout, Capability.MEMORY.value)
+        return self._memory_role
 
     def _attach_prompt_decoder(self, role: PromptDecoder) -> None:
         """Compose ``role`` as the prompt decoder; the bundle gains clicks and boxes."""
         self._prompt_role = role
-        self.capabilities = self.capabilities | {Capability.CLICKS, Capability.BOXES}
 
     def _attach_detector(self, role: ConceptDetector, exemplars: bool) -> None:
         """Compose ``role`` as the detector; text, plus exemplars and boxes if it has slots."""
         self._detector_role = role
-        extra = {Capability.EXEMPLARS, Capability.BOXES} if exemplars else set()
-        self.capabilities = self.capabilities | {Capability.TEXT, *extra}
+        self._exemplars = exemplars
 
     def _attach_memory(self, role: MemoryGraphs) -> None:
         """Compose ``role`` as the memory graphs; the bundle gains memory."""
         self._memory_role = role
-        self.capabilities = self.capabilities | {Capability.MEMORY}
 
-    def _composed(self, role: object) -> bool:
-        """Whether ``role`` (returned by an accessor) is a composed object, not the adapter."""
-        return role is not self
-
-    # ---- operations --------------------------------------------------------------------
+    # ---- the image encoder -------------------------------------------------------------
     def encode(self, rgb: np.ndarray) -> Embedding:
         """Encode one image.
 
@@ -306,178 +285,6 @@ class SamAdapter:
     def complete(self, embedding: Embedding, rgb: np.ndarray, need: Capability) -> Embedding:
         """``embedding`` plus what ``need`` uses, encoding only the missing part of ``rgb``."""
         return embedding
-
-    def predict_masks(
-        self,
-        embedding: Embedding,
-        points_xy: np.ndarray,
-        labels: np.ndarray,
-        mask_input: np.ndarray | None = None,
-    ) -> MaskCandidates:
-        """Run the SAM head on point/box prompts.
-
-        Parameters
-        ----------
-        embedding : Embedding
-            From :meth:`encode`.
-        points_xy : numpy.ndarray
-            ``(N, 2)`` float32 ``(x, y)`` in model-input pixels. A box is two points, top-left then
-            bottom-right, placed **before** the clicks.
-        labels : numpy.ndarray
-            ``(N,)`` int: 1 positive click, 0 negative click, 2 box top-left, 3 box bottom-right.
-        mask_input : numpy.ndarray, optional
-            ``mask_size`` float32 logits of a previous prediction (clamped to +-32 by the caller).
-        """
-        role = self.prompt_decoder
-        if self._composed(role):
-            return role.predict_masks(embedding, points_xy, labels, mask_input)
-        raise NotImplementedError
-
-    def predict_point_batch(
-        self, embedding: Embedding, points_xy: np.ndarray
-    ) -> list[MaskCandidates]:
-        """Decode each of several points as its own single positive click.
-
-        Automatic segmentation sends a grid of clicks this way. The default runs
-        :meth:`predict_masks` once per point; an adapter whose decoder has a batch axis may
-        override it to decode many points in one call (same results).
-
-        Parameters
-        ----------
-        embedding : Embedding
-            From :meth:`encode`.
-        points_xy : numpy.ndarray
-            ``(B, 2)`` float32 ``(x, y)`` in model-input pixels, one object per point.
-
-        Returns
-        -------
-        list of MaskCandidates
-            One per point, in order.
-        """
-        one = np.ones(1, np.int64)
-        pts = np.asarray(points_xy, np.float32).reshape(-1, 2)
-        return [self.predict_masks(embedding, p[None], one) for p in pts]
-
-    def encode_text(self, token_ids: Sequence[int]) -> TextEmbedding:
-        """Run the language encoder.
-
-        Parameters
-        ----------
-        token_ids : Sequence[int]
-            CLIP BPE ids including start (49406) and end (49407) tokens, at most
-            :attr:`context_length` long; the adapter pads them as its graph expects.
-        """
-        role = self.concept_detector
-        if self._composed(role):
-            return role.encode_text(token_ids)
-        raise NotImplementedError
-
-    def detect(
-        self,
-        embedding: Embedding,
-        text: TextEmbedding,
-        boxes_cxcywh: np.ndarray | None = None,
-        box_labels: np.ndarray | None = None,
-    ) -> Detections:
-        """Run the concept detector.
-
-        Parameters
-        ----------
-        embedding, text
-            From :meth:`encode` and :meth:`encode_text` (use the text ``"visual"`` for
-            exemplar-only searches, as SAM 3 does).
-        boxes_cxcywh : numpy.ndarray, optional
-            ``(K, 4)`` float32 exemplar boxes ``(cx, cy, w, h)`` normalised to [0, 1].
-        box_labels : numpy.ndarray, optional
-            ``(K,)`` bool or int, 1/True = positive exemplar.
-        """
-        role = self.concept_detector
-        if self._composed(role):
-            return role.detect(embedding, text, boxes_cxcywh, box_labels)
-        raise NotImplementedError
-
-    # ---- memory path (Capability.MEMORY): a tracked slice is memory_attend, then
-    # predict_masks with no points, then memory_encode of the chosen mask --------------------
-
-    #: What the bundle says about the memory bank (None where it says nothing).
-    memory_settings: MemorySettings = MemorySettings()
-
-    def memory_encode(
-        self,
-        embedding: Embedding,
-        mask_logits: np.ndarray,
-        object_score: float,
-        is_mask_from_points: bool,
-    ) -> MemoryFrame:
-        """Run the memory encoder on one decoded slice.
-
-        Parameters
-        ----------
-        embedding : Embedding
-            The slice's embedding; its **raw** top-level feature is used (never
-            ``+ no_mem_embed``, never the conditioned one).
-        mask_logits : numpy.ndarray
-            ``(h, w)`` float32 logits of the chosen mask over the whole model input, at any size
-            (e.g. the 288 x 288 low-res candidate); resized bilinearly (``align_corners=False``)
-            to the graph's mask input (1008 x 1008 in SAM 3).
-        object_score : float
-            The decoder's object-score logit (<= 0: the memory says "object absent").
-        is_mask_from_points : bool
-            True for prompted slices (the graph binarises the mask at logit 0), False for
-            tracked ones (it uses ``sigmoid(logits)``).
-
-        Returns
-        -------
-        MemoryFrame
-            Layout-native features and positional encoding; keep it in the bank unchanged.
-        """
-        role = self.memory_graphs
-        if self._composed(role):
-            return role.memory_encode(embedding, mask_logits, object_score, is_mask_from_points)
-        raise NotImplementedError
-
-    def memory_attend(
-        self,
-        embedding: Embedding,
-        memories: Sequence[MemoryFrame],
-        memory_rows: Sequence[int],
-        pointers: np.ndarray,
-        pointer_offsets: Sequence[float],
-    ) -> Embedding:
-        """Condition a slice's raw feature on the memory bank.
-
-        Parameters
-        ----------
-        embedding : Embedding
-            The slice to track.
-        memories : sequence of MemoryFrame
-            Spatial memories from :meth:`memory_encode`, in upstream order (selected prompted
-            slices first, then recent slices oldest to newest); at least one.
-        memory_rows : sequence of int
-            Temporal row of each memory in ``0 .. num_maskmem - 1``: ``num_maskmem - 1`` for a
-            prompted slice, ``t_rel - 1`` for a slice ``t_rel`` steps back (0 = previous slice).
-        pointers : numpy.ndarray
-            ``(P, C)`` float32 object pointers (``MaskCandidates.extras["object_pointer"]``),
-            prompted slices first; ``P`` may be 0.
-        pointer_offsets : sequence of float
-            ``(P,)`` slice distance of each pointer (>= 0, not normalised).
-
-        Returns
-        -------
-        Embedding
-            The embedding plus the conditioned feature (key :data:`CONDITIONED`); decode it with
-            ``predict_masks`` and no points.
-
-        Raises
-        ------
-        ValueError
-            Inconsistent lengths, rows out of range, or more memories / pointers than the graph
-            takes (:attr:`MemorySettings.max_memories`, :attr:`MemorySettings.max_pointers`).
-        """
-        role = self.memory_graphs
-        if self._composed(role):
-            return role.memory_attend(embedding, memories, memory_rows, pointers, pointer_offsets)
-        raise NotImplementedError
 
     def close(self) -> None:
         """Release the sessions (they are re-created lazily on next use)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .adapters import ADAPTERS
+from .adapters import ADAPTERS, AdapterClass
 from .base import SamAdapter
 from .errors import ModelFileMissingError, ModelFileUnreadableError, UnknownLayoutError
 from .graph_info import GraphSignature, read_signature
@@ -41,7 +41,7 @@ def read_folder(folder: Path | str) -> dict[str, GraphSignature]:
     return {p.name: read_signature(p) for p in entries}
 
 
-def recognise(folder: Path | str) -> tuple[type[SamAdapter], dict[str, GraphSignature]]:
+def recognise(folder: Path | str) -> tuple[AdapterClass, dict[str, GraphSignature]]:
     """Find the adapter class for the graphs in ``folder`` and the graphs it assigns to roles."""
     graphs = read_folder(folder)
     for adapter in ADAPTERS:

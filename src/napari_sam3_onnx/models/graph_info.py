@@ -167,7 +167,8 @@ def _read(f: BinaryIO, start: int, length: int) -> bytes:
 
 def _parse_value_info(buf: bytes) -> TensorInfo:
     f = io.BytesIO(buf)
-    name, dtype, shape = "", "unknown", ()
+    name, dtype = "", "unknown"
+    shape: tuple[Dim, ...] = ()
     for num, wire, ln, st in _fields(f, len(buf)):
         if num == 1 and wire == 2:
             name = _read(f, st, ln).decode("utf-8")
@@ -272,7 +273,10 @@ def read_signature(path: Path | str) -> GraphSignature:
                 raise CorruptModelError(path, "no graph found in the file")
             start, length = graph
             f.seek(start)
-            inputs, outputs, init_names, refs = [], [], set(), []
+            inputs: list[TensorInfo] = []
+            outputs: list[TensorInfo] = []
+            init_names: set[str] = set()
+            refs: list[ExternalRef] = []
             for num, wire, ln, st in _fields(f, start + length):
                 if wire != 2:
                     continue

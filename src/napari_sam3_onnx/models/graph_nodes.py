@@ -104,6 +104,7 @@ def _tensor(f: BinaryIO, end: int) -> tuple[str, np.ndarray | None]:
     np_type = _NP.get(dtype)
     if count > SMALL or np_type is None:
         return name, None
+    arr: np.ndarray
     if raw is not None:
         arr = np.frombuffer(raw, np_type)
     elif values:
@@ -134,7 +135,10 @@ def _attribute(buf: bytes) -> tuple[str, object]:
 
 def _node(buf: bytes) -> Node:
     f = io.BytesIO(buf)
-    op, ins, outs, attrs = "", [], [], {}
+    op = ""
+    ins: list[str] = []
+    outs: list[str] = []
+    attrs: dict[str, object] = {}
     for num, wire, ln, st in _fields(f, len(buf)):
         if wire != 2:
             continue

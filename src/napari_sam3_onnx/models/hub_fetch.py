@@ -11,6 +11,7 @@ and the files to place by hand.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -167,9 +168,9 @@ def hub_error(exc: BaseException, *, repo: str, page_url: str, url: str, token: 
 def _transport_errors() -> tuple[type[BaseException], ...]:
     """The HTTP client's connection-level errors (the library's own fork of httpx, or httpx)."""
     try:
-        import httpx2 as client
+        client = importlib.import_module("httpx2")
     except ImportError:  # huggingface_hub releases built on httpx itself
-        import httpx as client
+        client = importlib.import_module("httpx")
     return (client.TransportError,)
 
 

@@ -56,8 +56,8 @@ def resolve_providers(request: str | Sequence[str] = "auto") -> list[str]:
     available = available_providers()
     if isinstance(request, str):
         if request == "auto":
-            chosen = [p for p in AUTO_PROVIDERS if p in available]
-            return chosen or ["CPUExecutionProvider"]
+            best = [p for p in AUTO_PROVIDERS if p in available]
+            return best or ["CPUExecutionProvider"]
         request = [request]
     chosen: list[str] = []
     for name in request:

@@ -2,7 +2,7 @@
 
 A run is :func:`~napari_sam3_onnx.api.automatic.iter_segment_refs` (the same loop as
 ``api.segment_all`` and ``segment-all``) in napari's thread pool, on the shared, single-flight
-embedding cache; finished planes appear in a preview layer (:mod:`.auto_output`), Commit writes
+embedding cache; finished planes appear in a preview layer (:mod:`.output`), Commit writes
 them into the target as one undo step. SAM's generator settings are folded away under
 "Settings". "Evaluate" compares two Labels layers (e.g. a commit against ground truth) and
 prints the table ``napari-sam3-onnx evaluate`` prints.
@@ -19,13 +19,11 @@ from napari.qt.threading import create_worker
 from qtpy.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
-    QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -33,6 +31,7 @@ from qtpy.QtWidgets import (
 
 from napari_sam3_onnx._napari import layers, workers
 from napari_sam3_onnx._napari.automatic.output import AutoOutput
+from napari_sam3_onnx._napari.qt_widgets import double_spin_box, spin_box, wrapped_label
 from napari_sam3_onnx._napari.text.controls import ScopeControl
 from napari_sam3_onnx._napari.text.output import target_choices
 from napari_sam3_onnx.api.automatic import AutoStep, iter_segment_refs
@@ -46,27 +45,21 @@ NEW_LAYER = "new layer"
 NO_MODEL = "Load a bundle that takes clicks above to segment every object automatically."
 
 
-def _spin(value: float, lo: float, hi: float, step: float) -> QDoubleSpinBox:
-    box = QDoubleSpinBox(minimum=lo, maximum=hi, singleStep=step, decimals=3)
-    box.setValue(value)
-    return box
-
-
 class SettingsBox(QWidget):
     """SAM's automatic-mask-generator settings (named as SAM names them) and the 3-D link."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         d = AutoMaskSettings()
-        self.points_per_side = QSpinBox(minimum=1, maximum=128, value=d.points_per_side)
-        self.pred_iou_thresh = _spin(d.pred_iou_thresh, 0.0, 1.0, 0.01)
-        self.stability_score_thresh = _spin(d.stability_score_thresh, 0.0, 1.0, 0.01)
-        self.box_nms_thresh = _spin(d.box_nms_thresh, 0.01, 1.0, 0.05)
-        self.min_mask_region_area = QSpinBox(minimum=0, maximum=10**7, suffix=" px")
-        self.crop_n_layers = QSpinBox(minimum=0, maximum=3, value=d.crop_n_layers)
-        self.link = QCheckBox("Link objects through the stack (one id per 3-D object)",
-                              checked=True)
-        self.link_iou = _spin(LINK_IOU, 0.0, 0.99, 0.05)
+        self.points_per_side = spin_box(1, 128, d.points_per_side)
+        self.pred_iou_thresh = double_spin_box(d.pred_iou_thresh, 0.0, 1.0, 0.01)
+        self.stability_score_thresh = double_spin_box(d.stability_score_thresh, 0.0, 1.0, 0.01)
+        self.box_nms_thresh = double_spin_box(d.box_nms_thresh, 0.01, 1.0, 0.05)
+        self.min_mask_region_area = spin_box(0, 10**7, suffix=" px")
+        self.crop_n_layers = spin_box(0, 3, d.crop_n_layers)
+        self.link = QCheckBox("Link objects through the stack (one id per 3-D object)")
+        self.link.setChecked(True)
+        self.link_iou = double_spin_box(LINK_IOU, 0.0, 0.99, 0.05)
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         form.addRow("points_per_side", self.points_per_side)
@@ -111,9 +104,11 @@ class AutoPanel(QWidget):
         self._cancel = threading.Event()
         self._worker = None
         self._total = 0
-        self.explain = QLabel(NO_MODEL, wordWrap=True)
+        self.explain = wrapped_label(NO_MODEL)
         self.scope = ScopeControl()
-        self.fold = QToolButton(text="Settings", checkable=True)
+        self.fold = QToolButton()
+        self.fold.setText("Settings")
+        self.fold.setCheckable(True)
         self.fold.setToolTip("SAM's automatic mask generator settings (SAM's defaults)")
         self.settings = SettingsBox()
         self.settings.setVisible(False)
@@ -121,18 +116,21 @@ class AutoPanel(QWidget):
         self.target = QComboBox()
         self.run_button = QPushButton("Preview")
         self.run_button.clicked.connect(self.run)
-        self.cancel_button = QPushButton("Cancel", enabled=False)
+        self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel)
-        self.commit_button = QPushButton("Commit", enabled=False)
+        self.commit_button = QPushButton("Commit")
         self.commit_button.clicked.connect(self.commit)
-        self.discard_button = QPushButton("Discard", enabled=False)
+        self.discard_button = QPushButton("Discard")
         self.discard_button.clicked.connect(self.discard)
+        for idle in (self.cancel_button, self.commit_button, self.discard_button):
+            idle.setEnabled(False)  # nothing to cancel, commit or discard yet
         self.pred_layer, self.truth_layer = QComboBox(), QComboBox()
         self.evaluate_button = QPushButton("Evaluate")
         self.evaluate_button.clicked.connect(self.evaluate)
-        self.progress = QProgressBar(visible=False)
+        self.progress = QProgressBar()
+        self.progress.setVisible(False)
         self.status = host.status  # one status line for the whole dock
-        self.table = QLabel("", wordWrap=False)
+        self.table = QLabel("")  # no wrapping: the table's columns must line up
         self.table.setStyleSheet("font-family: monospace")
 
         form = QFormLayout()

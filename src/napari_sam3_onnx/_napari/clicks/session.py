@@ -19,11 +19,9 @@ from napari_sam3_onnx._napari.clicks.debounce import Debouncer
 from napari_sam3_onnx._napari.hints import contrast_hint
 from napari_sam3_onnx.api.prompts import group_objects, with_feedback
 from napari_sam3_onnx.api.workspace import Workspace
-from napari_sam3_onnx.engine.cache import EmbeddingCache
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt
-from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 #: Quiet time after the last prompt change before the model runs.
@@ -38,8 +36,7 @@ class ClickSession:
     viewer : napari.Viewer
         The viewer.
     workspace : Workspace, optional
-        The model, encoder, caches, tiling and data versions every tab shares (default: a
-        new, empty one).
+        The model, encoder, caches, tiling and data versions all tabs share (default: new).
     notify : callable, optional
         ``notify(message)`` for things the user must read (errors, hints).
     busy : callable, optional
@@ -86,22 +83,14 @@ class ClickSession:
         return None if self.layers is None else self.layers.image
 
     @property
-    def cache(self) -> EmbeddingCache:
-        """The workspace's embedding cache (every tab's)."""
-        return self.workspace.cache
-
-    @property
     def encoder(self) -> SliceEncoder | None:
         """The workspace's encoder (None without a model)."""
         return self.workspace.encoder
 
     @property
     def texts(self) -> TextCache | None:
-        """The language cache a detector-only bundle answers boxes with (None with a SAM head)."""
-        ws = self.workspace
-        if ws.has(Capability.CLICKS) or not ws.has(Capability.TEXT):
-            return None
-        return ws.texts
+        """The workspace's :meth:`~Workspace.box_texts` (detector-only bundles' boxes)."""
+        return self.workspace.box_texts()
 
     def model_changed(self) -> None:
         """The workspace has another model (or none): drop the preview and run again."""
@@ -261,9 +250,7 @@ class ClickSession:
     def _prefetch(self, ref: SliceRef) -> None:
         """Encode the planes before and after the current one, in the background."""
         lay = self.layers
-        if lay is None:
-            return
-        refs = workers.neighbours(ref, layers.plane_shape(lay.image))
+        refs = [] if lay is None else workers.neighbours(ref, layers.plane_shape(lay.image))
         if refs and self.encoder is not None:
             workers.start(workers.prefetch, self.encoder, refs,
                           on_result=lambda _n: None, on_error=self._failed)
@@ -299,13 +286,7 @@ class ClickSession:
 
     def undo(self, redo: bool = False) -> None:
         """Undo (or redo) the last commit in its Labels layer, from wherever the user is."""
-        target = self._committed_to
-        if target is None or target not in self.viewer.layers:
-            self._say("There is no commit to undo here; select the Labels layer and press "
-                      "Ctrl+Z to undo its other changes.")
-            return
-        target.redo() if redo else target.undo()  # napari ignores an empty history
-        self._say(f"{'Redid' if redo else 'Undid'} the last change in '{target.name}'.", warn=False)
+        self._say(*commit.undo_last(self._committed_to, self.viewer, redo))
 
     def clear(self) -> None:
         """Drop the current plane's prompts and the preview."""
@@ -352,7 +333,7 @@ class ClickSession:
             return
         key = self.layers.image.unique_id
         self.workspace.versions.bump(key)
-        self.cache.drop(lambda k: k.source == key)
+        self.workspace.cache.drop(lambda k: k.source == key)
         self.schedule()
 
     def _on_removed(self, event) -> None:
@@ -363,7 +344,7 @@ class ClickSession:
             self._disconnect()
             self.layers = None
             self.generation += 1
-            self.cache.drop(lambda k: k.source == event.value.unique_id)
+            self.workspace.cache.drop(lambda k: k.source == event.value.unique_id)
             self._say(f"The image layer '{event.value.name}' was removed; its pending results "
                       "were discarded. Pick another image.")
         elif event.value in (lay.points, lay.shapes):

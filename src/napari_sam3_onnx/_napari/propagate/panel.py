@@ -160,7 +160,7 @@ class PropagationPanel(QWidget):
         """Update the method line, the axis choices and which buttons work."""
         adapter, image = self.workspace.adapter, self.host.session.image
         memory = adapter is not None and adapter.has(Capability.MEMORY)
-        note = adapter.memory_note if adapter is not None and memory else ""
+        note = adapter.memory_graphs.memory_note if adapter is not None and memory else ""
         self.method.setText("" if adapter is None else "Method: " + method_text(
             "memory" if memory else "carry-over") + (f"; {note}" if note else ""))
         problem = self._problem()

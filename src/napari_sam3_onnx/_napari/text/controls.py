@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from qtpy.QtCore import Qt
 from qtpy.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QSlider, QSpinBox, QWidget
 
+from napari_sam3_onnx._napari.layers import LEAD_AXIS_NAMES
+from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx._napari.text.inputs import scope_indices
 
 DEFAULT_FLOOR = 0.5
 SCOPE_TITLES = {"current": "Current slice", "all": "All slices", "range": "Slice range"}
-AXIS_NAMES = {1: ("z",), 2: ("t", "z")}
 
 
 class FloorControl(QWidget):
@@ -28,7 +29,7 @@ class FloorControl(QWidget):
         self.slider.setRange(0, 99)
         self.slider.setValue(round(DEFAULT_FLOOR * 100))
         self.shown = QLabel()
-        self.note = QLabel(wordWrap=True)
+        self.note = wrapped_label()
         self.slider.valueChanged.connect(lambda _v: self._show())
         self.cut: float | None = None
         row = QHBoxLayout()
@@ -79,8 +80,10 @@ class ScopeControl(QWidget):
         for key, title in SCOPE_TITLES.items():
             self.mode.addItem(title, key)
         self.axis = QComboBox()
-        self.lo = QSpinBox(prefix="from ")
-        self.hi = QSpinBox(prefix="to ")
+        self.lo = QSpinBox()
+        self.lo.setPrefix("from ")
+        self.hi = QSpinBox()
+        self.hi.setPrefix("to ")
         self.axis_label = QLabel("along")
         self.mode.currentIndexChanged.connect(lambda _i: self._show())
         self.axis.currentIndexChanged.connect(lambda _i: self._axis_changed())
@@ -98,7 +101,7 @@ class ScopeControl(QWidget):
         if lead == self.lead and self.axis.count():
             return
         self.lead = lead
-        names = AXIS_NAMES.get(len(lead), tuple(f"axis {i}" for i in range(len(lead))))
+        names = LEAD_AXIS_NAMES.get(len(lead), tuple(f"axis {i}" for i in range(len(lead))))
         self.axis.blockSignals(True)
         self.axis.clear()
         for i, (name, n) in enumerate(zip(names, lead, strict=True)):

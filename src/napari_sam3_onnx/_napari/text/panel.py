@@ -200,7 +200,8 @@ class TextPanel(QWidget):
                                   f"The {adapter.layout} bundle takes no exemplar boxes.")
         self.cancel_button.setEnabled(self.running)
         if adapter is not None:
-            self.floor.set_cut(float(adapter.min_score))
+            self.floor.set_cut(float(adapter.concept_detector.min_score)
+                               if adapter.has(Capability.TEXT) else 0.0)
         image = self.host.session.image
         self.scope.set_shape(() if image is None else layers.plane_shape(image)[: image.ndim - 2])
         self._refresh_targets()
@@ -259,7 +260,8 @@ class TextPanel(QWidget):
         try:
             indices = self.scope.indices(layers.current_index(self.viewer, image))
             exemplars = {} if not self.use_boxes.isChecked() else plane_exemplars(
-                session.layers.shapes, image, indices, adapter.max_exemplars)
+                session.layers.shapes, image, indices,
+                adapter.concept_detector.max_exemplars)
             concepts = phrases(self.concepts.text(), bool(exemplars))
         except Sam3OnnxError as exc:
             self._say(str(exc), warn=True)

@@ -37,6 +37,7 @@ from napari_sam3_onnx.engine.postprocess import upsample_crop
 from napari_sam3_onnx.engine.tiling.tiled import with_plane_window
 from napari_sam3_onnx.engine.tiling.tiles import Box
 from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
+from napari_sam3_onnx.models.roles import predict_point_batch
 
 #: Pixels within which a mask's box counts as touching a crop edge (SAM's ``atol``).
 CROP_EDGE_TOL = 20.0
@@ -97,7 +98,7 @@ def decode_clicks(
     """
     for start in range(0, len(points_xy), batch):
         chunk = points_xy[start:start + batch]
-        for k, cands in enumerate(adapter.predict_point_batch(embedding, chunk)):
+        for k, cands in enumerate(predict_point_batch(adapter.prompt_decoder, embedding, chunk)):
             first = 1 if cands.single_mask_first else 0
             yield (start + k, cands.logits[first:], np.asarray(cands.iou[first:]),
                    float(cands.object_score))

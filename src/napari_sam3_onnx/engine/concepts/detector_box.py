@@ -66,7 +66,8 @@ def segment_box_with_detector(
     if box is None:
         raise PromptError("The box is outside the image or has no area; draw it over the object.")
     cxcywh = coords.box_rc_to_cxcywh(box, shape)[None]
-    det = adapter.detect(embedding, texts.get(VISUAL), cxcywh, np.ones(1, np.int64))
+    det = adapter.concept_detector.detect(embedding, texts.get(VISUAL), cxcywh,
+                                          np.ones(1, np.int64))
     r0, c0, r1, c1 = box
     target = np.array([c0 / shape[1], r0 / shape[0], c1 / shape[1], r1 / shape[0]])
     nothing = ObjectMask(

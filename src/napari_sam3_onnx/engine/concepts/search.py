@@ -57,7 +57,7 @@ class TextCache:
         if hit is not None:
             return hit
         ids = self.tokenizer.encode(text)
-        emb = self.adapter.encode_text(ids)
+        emb = self.adapter.concept_detector.encode_text(ids)
         with self._lock:
             self.calls += 1
             self._items[key] = emb
@@ -209,7 +209,7 @@ def search_slice(
     cands: list[tuple[float, str, tuple | None]] = []
     cut: float | None = None
     for phrase in phrases:
-        det = adapter.detect(embedding, texts.get(phrase), boxes, labels)
+        det = adapter.concept_detector.detect(embedding, texts.get(phrase), boxes, labels)
         cut = float(det.min_score) if cut is None else max(cut, float(det.min_score))
         for i in np.flatnonzero(det.scores > floor):
             hit = upsample_crop(det.masks[i].astype(np.float32), shape, _threshold(det))

@@ -90,13 +90,13 @@ class BankSettings:
 
     @classmethod
     def from_adapter(cls, adapter: SamAdapter) -> BankSettings:
-        """The bank settings of a memory-capable adapter (its ``memory_settings``)."""
-        return cls.from_memory_settings(adapter.memory_settings)
+        """The bank settings of a memory-capable adapter (its memory graphs' settings)."""
+        return cls.from_memory_settings(adapter.memory_graphs.memory_settings)
 
 
 @dataclass(frozen=True)
 class Selection:
-    """What one tracked slice attends to (the arguments of ``adapter.memory_attend``).
+    """What one tracked slice attends to (the arguments of ``memory_graphs.memory_attend``).
 
     Attributes
     ----------

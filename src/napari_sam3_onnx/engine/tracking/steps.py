@@ -135,12 +135,13 @@ def decode_mask_seed(
     present = bool(mask.any())
     pointer = None
     if need_pointer and present:
-        if adapter.accepts_mask_input:
-            cands = adapter.predict_masks(embedding, np.zeros((0, 2), np.float32),
+        decoder = adapter.prompt_decoder
+        if decoder.accepts_mask_input:
+            cands = decoder.predict_masks(embedding, np.zeros((0, 2), np.float32),
                                           np.zeros(0, np.int64), low.astype(np.float32))
         else:
             xy, labels = prepare_prompt(mask_prompt(mask, None), shape, embedding.input_size)
-            cands = adapter.predict_masks(embedding, xy, labels, None)
+            cands = decoder.predict_masks(embedding, xy, labels, None)
         pointer = _pointer(cands, True)
     elif need_pointer:
         raise PromptError("The seed mask is empty; paint the object on the seed slice.")
@@ -160,11 +161,11 @@ def track_with_memory(
     """
     scale = (max_obj_ptrs - 1) / selection.pointer_norm if selection.pointer_norm > 0 else 1.0
     offsets = [float(p) * scale for p in selection.pointer_positions]
-    conditioned = adapter.memory_attend(
+    conditioned = adapter.memory_graphs.memory_attend(
         embedding, list(selection.memories), list(selection.memory_rows), selection.pointers,
         offsets)
-    cands = adapter.predict_masks(conditioned, np.zeros((0, 2), np.float32),
-                                  np.zeros(0, np.int64))
+    cands = adapter.prompt_decoder.predict_masks(conditioned, np.zeros((0, 2), np.float32),
+                                                 np.zeros(0, np.int64))
     return _output(decode_step(cands, 0, hole_area), embedding.image_shape, False, True)
 
 

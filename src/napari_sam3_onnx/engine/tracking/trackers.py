@@ -92,7 +92,7 @@ class MemoryTracker:
             out, mem = decode_prompt(self.adapter, embedding, seed.prompt, self.click_holes, True)
         else:
             out, mem = decode_mask_seed(self.adapter, embedding, _seed_mask(seed), True)
-        frame = self.adapter.memory_encode(embedding, mem, out.object_score, True)
+        frame = self.adapter.memory_graphs.memory_encode(embedding, mem, out.object_score, True)
         self.banks[oid].add(index, frame, out.pointer, conditioning=True,
                             score=memory_score(out))
         return out
@@ -103,7 +103,8 @@ class MemoryTracker:
         bank = self.banks[oid]
         out, mem = track_with_memory(self.adapter, embedding, bank.select(index, sign),
                                      self.settings.max_obj_ptrs, self.fill_hole_area)
-        frame = self.adapter.memory_encode(embedding, mem, out.object_score, False)
+        frame = self.adapter.memory_graphs.memory_encode(embedding, mem, out.object_score,
+                                                         False)
         bank.add(index, frame, out.pointer, conditioning=False, score=memory_score(out))
         return out
 
@@ -141,7 +142,7 @@ class CarryOver:
         """Prompt the slice from ``prev`` (None when there is nothing to carry)."""
         if prev is None:
             return None
-        logits = prev.fed_back if self.adapter.accepts_mask_input else None
+        logits = prev.fed_back if self.adapter.prompt_decoder.accepts_mask_input else None
         out, _ = decode_prompt(self.adapter, embedding, mask_prompt(prev.mask, logits),
                                self.click_holes, False)
         return replace(out, conditioning=False, pointer=None)

@@ -6,6 +6,12 @@ wins). Each adapter class has ``match(graphs) -> roles | None`` and ``__init__(r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Protocol
+
+from ..base import SamAdapter
+from ..graph_info import GraphSignature
+from ..runtime import RuntimeConfig
 from .autognosi import AutognosiAdapter
 from .comicapp import ComicAppAdapter
 from .hf_tracker import HfTrackerAdapter
@@ -15,7 +21,26 @@ from .pagarcia import PagarciaTrackerAdapter
 from .samexporter import SamexporterAdapter
 from .wkentaro import WkentaroV03Adapter, WkentaroV06Adapter
 
-ADAPTERS: tuple[type, ...] = (
+
+class AdapterClass(Protocol):
+    """What recognition needs of an adapter class: its layout, ``match`` and the constructor."""
+
+    @property
+    def layout(self) -> str:
+        """The layout's name."""
+        ...
+
+    def match(self, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
+        """The graphs assigned to roles, or None when the folder is not this layout."""
+        ...
+
+    def __call__(self, graphs: Mapping[str, GraphSignature], config: RuntimeConfig
+                 ) -> SamAdapter:
+        """Open the bundle (sessions load lazily)."""
+        ...
+
+
+ADAPTERS: tuple[AdapterClass, ...] = (
     NsoAdapter,
     JaxVideoAdapter,
     PagarciaTrackerAdapter,
@@ -29,6 +54,7 @@ ADAPTERS: tuple[type, ...] = (
 
 __all__ = [
     "ADAPTERS",
+    "AdapterClass",
     "AutognosiAdapter",
     "ComicAppAdapter",
     "HfTrackerAdapter",

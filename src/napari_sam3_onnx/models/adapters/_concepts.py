@@ -47,7 +47,7 @@ def as_declared(value: np.ndarray | float | int, info: TensorInfo) -> np.ndarray
     dtype = NUMPY_DTYPES.get(info.dtype)
     if dtype is None:
         raise ValueError(f"input {info.name} has an unsupported dtype {info.dtype}")
-    arr = np.asarray(value).astype(dtype)
+    arr: np.ndarray = np.asarray(value).astype(dtype)
     if info.rank == 0:
         return arr.reshape(())
     shape = [d if isinstance(d, int) and d > 0 else -1 for d in info.shape]

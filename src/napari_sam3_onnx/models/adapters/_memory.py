@@ -9,6 +9,7 @@ layout's own shape and is handed back, unchanged, to the same adapter's ``memory
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,13 +24,14 @@ SETTINGS_KEYS = ("num_maskmem", "max_obj_ptrs", "max_cond_frames_in_attn",
 
 def settings_from(consts: Mapping[str, object], **graph_limits: int | None) -> MemorySettings:
     """:class:`MemorySettings` from a bundle's constants (scalars or one-element arrays)."""
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}  # scalars .item() gave: int, float or bool
     for key in SETTINGS_KEYS:
         if key in consts:
             v = np.asarray(consts[key]).reshape(-1)[0].item()
             values[key] = bool(v) if key in ("keep_first_cond_frame",
                                              "use_memory_selection") else v
-    return MemorySettings(**values, **graph_limits)
+    values.update(graph_limits)
+    return MemorySettings(**values)
 
 
 def zero_fill(a: np.ndarray, rows: int | None) -> np.ndarray:

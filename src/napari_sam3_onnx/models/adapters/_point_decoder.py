@@ -13,6 +13,7 @@ left over raises :class:`LayoutMismatchError` listing what was expected and what
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NoReturn
 
 import numpy as np
 
@@ -91,13 +92,16 @@ class PointDecoder:
             if len(fits) == 1:
                 self.roles[role] = fits[0]
                 placed.add(fits[0])
-        self.iou = next((n for n in IOU_ALIASES if n in sig.output_names), None)
-        self.low_res = next((n for n in LOW_RES_ALIASES if n in sig.output_names), None)
+        iou = next((n for n in IOU_ALIASES if n in sig.output_names), None)
+        low_res = next((n for n in LOW_RES_ALIASES if n in sig.output_names), None)
         missing = [r for r in REQUIRED if r not in self.roles]
         missing += [r for r in FEATURES if r in self.roles and r not in encoder_outputs]
         leftover = sorted(sig.input_names - set(self.roles.values()))
-        if missing or leftover or self.iou is None or self.low_res is None:
-            self._fail(sig, missing, leftover)
+        if missing or leftover or iou is None or low_res is None:
+            self._fail(sig, missing, leftover, iou, low_res)
+        #: The IoU and low-res mask outputs (by their names in this graph).
+        self.iou: str = iou
+        self.low_res: str = low_res
         self.sources = {self.roles[f]: f for f in FEATURES}
         self.session = LazySession(sig.path, config)
         #: Does the graph append SAM's padding point itself?
@@ -108,25 +112,26 @@ class PointDecoder:
     def _mask_size(self, sig: GraphSignature, encoder_outputs: Mapping[str, TensorInfo]
                    ) -> tuple[int, int]:
         """Low-res mask size: from the mask output, else the mask prompt, else the 4x level."""
-        candidates = [sig.output(self.low_res)]  # type: ignore[arg-type]
+        candidates = [sig.output(self.low_res)]
         if "mask_input" in self.roles:
             candidates.append(sig.input(self.roles["mask_input"]))
         candidates += [encoder_outputs[f] for f in FEATURES[1:2] if f in encoder_outputs]
         for info in candidates:
-            dims = info.shape[-2:]
-            if all(isinstance(d, int) and d > 0 for d in dims):
-                return int(dims[0]), int(dims[1])
+            h, w = info.shape[-2:]
+            if isinstance(h, int) and isinstance(w, int) and h > 0 and w > 0:
+                return h, w
         raise LayoutMismatchError(self.layout, sig.path.name, "the mask size is not declared")
 
-    def _fail(self, sig: GraphSignature, missing: list[str], leftover: list[str]) -> None:
+    def _fail(self, sig: GraphSignature, missing: list[str], leftover: list[str],
+              iou: str | None, low_res: str | None) -> NoReturn:
         parts = []
         if missing:
             parts.append(f"no input found for {missing}")
         if leftover:
             parts.append(f"inputs {leftover} have no known role")
-        if self.iou is None:
+        if iou is None:
             parts.append(f"no IoU output (one of {list(IOU_ALIASES)})")
-        if self.low_res is None:
+        if low_res is None:
             parts.append(f"no low-res mask output (one of {list(LOW_RES_ALIASES)})")
         found_in = ", ".join(f"{t.name} {t.dtype}{list(t.shape)}" for t in sig.inputs)
         found_out = ", ".join(f"{t.name}{list(t.shape)}" for t in sig.outputs)

@@ -135,8 +135,8 @@ def find_pointer_encoding(
             weight = weight.T  # stored as (in, out)
         if weight.shape != (mem_dim, pointer_dim) or bias.shape != (mem_dim,):
             raise LayoutMismatchError(
-                layout, constants_name, f"{where} has shapes {list(np.shape(w))} and "
-                f"{list(np.shape(b))}; expected [{mem_dim}, {pointer_dim}] and [{mem_dim}]")
+                layout, constants_name, f"{where} has shapes {list(np.asarray(w).shape)} and "
+                f"{list(np.asarray(b).shape)}; expected [{mem_dim}, {pointer_dim}] and [{mem_dim}]")
         return PointerEncoding(f"{constants_name}: {where}", mem_dim, pointer_dim, weight, bias)
     graph = folder / GRAPH_FILE
     if graph.is_file():

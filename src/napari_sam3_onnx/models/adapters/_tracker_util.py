@@ -7,12 +7,15 @@ and input feeds shaped as a graph declares them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from ..errors import LayoutMismatchError
 from ..graph_info import GraphSignature, TensorInfo
 from ..imageops import resize_bilinear
+
+T = TypeVar("T")
 
 
 def order_prompt(points_xy: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -42,11 +45,16 @@ def candidate_count(sig: GraphSignature, *names: str, axis: int = 1) -> int | No
     return None
 
 
-def pick_decoder(n_points: int, multi: object | None, single: object | None) -> object:
-    """SAM's rule: several masks for <= 1 prompt point (a box is two), one mask otherwise."""
-    if n_points <= 1:
-        return multi if multi is not None else single
-    return single if single is not None else multi
+def pick_decoder(n_points: int, multi: T | None, single: T | None) -> T:
+    """SAM's rule: several masks for <= 1 prompt point (a box is two), one mask otherwise.
+
+    At least one of ``multi`` and ``single`` is given (an adapter has one decoder or more).
+    """
+    first, second = (multi, single) if n_points <= 1 else (single, multi)
+    chosen = first if first is not None else second
+    if chosen is None:
+        raise ValueError("no prompt decoder graph to choose from")
+    return chosen
 
 
 def variant_token(path_stem: str, base: str) -> str | None:
@@ -56,13 +64,16 @@ def variant_token(path_stem: str, base: str) -> str | None:
 
 def prefer_variant(
     graphs: Sequence[GraphSignature], base: str, token: str | None
-) -> GraphSignature | None:
-    """Among equivalent graphs, the one of the same export variant, else the first by name."""
+) -> GraphSignature:
+    """Among equivalent graphs (at least one), the one of the same export variant.
+
+    Without one of that variant, the first by file name.
+    """
     ordered = sorted(graphs, key=lambda g: g.path.name)
     for g in ordered:
         if token is not None and variant_token(g.path.stem, base) == token:
             return g
-    return ordered[0] if ordered else None
+    return ordered[0]
 
 
 def mask_for_memory(mask_logits: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -112,7 +123,15 @@ def check_names(sig: GraphSignature, layout: str, inputs: Sequence[str], outputs
         raise LayoutMismatchError(layout, sig.path.name, "; ".join(parts))
 
 
-def close_all(*sessions: object) -> None:
+class Closable(Protocol):
+    """A session (or anything holding one) that can release it."""
+
+    def close(self) -> None:
+        """Release it."""
+        ...
+
+
+def close_all(*sessions: Closable | None) -> None:
     """Close every session that is not None."""
     for s in sessions:
         if s is not None:

@@ -16,12 +16,12 @@ first encode and kept once per adapter, not per embedding.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 from typing_extensions import override
 
-from ..base import Capability, Detections, Embedding, SamAdapter, TextEmbedding
+from ..base import Detections, Embedding, SamAdapter
 from ..errors import LayoutMismatchError
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
@@ -92,7 +92,6 @@ class WkFamilyAdapter(SamAdapter):
         self._slots = slot_count(dec.input("box_coords"), 0) if self._has_slots else None
         self._constants: dict[str, np.ndarray] | None = None
         self._lock = threading.Lock()
-        self.capabilities = frozenset({Capability.ENCODE})
         #: The concept-detector role (language encoder + concept decoder).
         self.concepts = WkDetector(
             language=self.language, decoder=self.decoder, layout=self.layout,
@@ -110,7 +109,7 @@ class WkFamilyAdapter(SamAdapter):
         return {
             "normalisation": asm.normalisation(self._image, self.encoder.path.name),
             "mask kind": (kind, f"{self.decoder.path.name} output {self.mask_output}"),
-            "score cut": ((f"{self.min_score} inside the graph" if self.min_score else
+            "score cut": ((f"{self.score_cut} inside the graph" if self.score_cut else
                            "none (sigmoid(logit) * sigmoid(presence); caller's floor)"),
                           asm.CONTRACT),
             "exemplar slots": (str(self._slots) if self._has_slots else "none",
@@ -127,9 +126,9 @@ class WkFamilyAdapter(SamAdapter):
     @property
     @override
     def mask_size(self) -> tuple[int, int]:
-        dims = self.decoder.signature.output(self.mask_output).shape[-2:]
-        if all(isinstance(d, int) and d > 0 for d in dims):
-            return int(dims[0]), int(dims[1])
+        h, w = self.decoder.signature.output(self.mask_output).shape[-2:]
+        if isinstance(h, int) and isinstance(w, int) and h > 0 and w > 0:
+            return h, w
         return spatial_size(self.encoder.signature.output(FPN[0]), self.layout,
                             self.encoder.path.name)
 
@@ -158,22 +157,6 @@ class WkFamilyAdapter(SamAdapter):
             with self._lock:
                 self._constants = out
         return dict(self._constants or {})
-
-    def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
-        """Run the language encoder on CLIP ids (start/end included); pads with 0 (upstream)."""
-        self.require(Capability.TEXT)
-        return self.concepts.encode_text(token_ids, text)
-
-    def decoder_feeds(
-        self,
-        embedding: Embedding,
-        text: TextEmbedding,
-        boxes_cxcywh: np.ndarray | None = None,
-        box_labels: np.ndarray | None = None,
-    ) -> dict[str, np.ndarray]:
-        """Everything the concept decoder declares, from an embedding, a text and exemplars."""
-        self.require(Capability.TEXT)
-        return self.concepts.decoder_feeds(embedding, text, boxes_cxcywh, box_labels)
 
     def _detections(self, out: Mapping[str, np.ndarray]) -> Detections:
         raise NotImplementedError

@@ -12,10 +12,10 @@ single-mask, 1-3 multimask), ``iou_scores``, ``object_score_logits``.
 The bit order of ``pred_masks_bits`` is not published. It is decided once per adapter, on the
 first detection that can tell: the order whose unpacked masks' bounding boxes agree best with
 ``pred_boxes`` wins (:func:`bit_order_errors`); until then numpy's default ("big") is used. Set
-:attr:`AutognosiAdapter.bit_order` to force one. The detector has no exemplar inputs. Encoding
-runs both image encoders (two ViT passes, section 12 #17); :meth:`AutognosiAdapter.encode_for`
-runs only the one a workflow needs, and :meth:`AutognosiAdapter.complete` adds the other when
-another workflow asks for the same image.
+:attr:`AutognosiAdapter.force_bit_order` (or the detector role's ``bit_order``) to force one.
+The detector has no exemplar inputs. Encoding runs both image encoders (two ViT passes, section
+12 #17); :meth:`AutognosiAdapter.encode_for` runs only the one a workflow needs, and
+:meth:`AutognosiAdapter.complete` adds the other when another workflow asks for the same image.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def bit_order_errors(bits: np.ndarray, boxes_xyxy: np.ndarray) -> dict[str, floa
     errors = {}
     for order in ("big", "little"):
         masks = np.unpackbits(bits, axis=-1, bitorder=order).astype(bool)
-        cols, rows = masks.any(axis=1), masks.any(axis=2)  # (Q, W), (Q, H)
+        cols, rows = np.asarray(masks.any(axis=1)), np.asarray(masks.any(axis=2))  # (Q, W), (Q, H)
         total = 0.0
         for q in np.flatnonzero(cols.any(axis=1)):
             c, r = np.flatnonzero(cols[q]), np.flatnonzero(rows[q])
@@ -144,13 +144,95 @@ class AutognosiPromptDecoder:
         )
 
 
+@dataclass
+class AutognosiDetector:
+    """Text encoder + detector (no exemplars), as a :class:`~..roles.ConceptDetector`.
+
+    Attributes
+    ----------
+    text_encoder, detector : LazySession
+        The two graphs.
+    mask_size : tuple of int
+        ``(L, L)`` of the unpacked masks (packing may round the width up to a multiple of 8).
+    layout : str
+        For messages.
+    check : callable
+        Refuses an embedding without the detector's ``fpn_*`` features.
+    bit_order : str or None
+        ``"big"`` or ``"little"`` once decided (or forced); None: not decided yet.
+    min_score : float
+        Raw heads: no cut inside the graph.
+    max_exemplars : int or None
+        0: the detector takes no exemplar boxes.
+    """
+
+    text_encoder: LazySession
+    detector: LazySession
+    mask_size: tuple[int, int]
+    layout: str
+    check: Callable[[Embedding], None]
+    bit_order: str | None = None
+    min_score: float = 0.0
+    max_exemplars: int | None = 0
+
+    @property
+    def context_length(self) -> int:
+        """``input_ids`` dim 1 of the text encoder."""
+        sig = self.text_encoder.signature
+        return fixed_dim(sig.input("input_ids"), 1, self.layout, sig.path.name)
+
+    def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
+        """HF-style: ids padded with the end token 49407, ``attention_mask`` 1 on real tokens."""
+        ids = token_feed(token_ids, self.context_length, pad=EOT)
+        mask = np.zeros_like(ids)
+        mask[0, : len(token_ids)] = 1
+        out = self.text_encoder.run(["text_features"], {"input_ids": ids, "attention_mask": mask})
+        return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids),
+                             {"text_features": out["text_features"], "attention_mask": mask})
+
+    def detect(
+        self,
+        embedding: Embedding,
+        text: TextEmbedding,
+        boxes_cxcywh: np.ndarray | None = None,
+        box_labels: np.ndarray | None = None,
+    ) -> Detections:
+        """Detect the concept from text alone; binary ``(N, L, L)`` masks, no score cut.
+
+        Raises
+        ------
+        CapabilityError
+            Exemplar boxes were given (this detector has no exemplar inputs).
+        """
+        if boxes_cxcywh is not None and len(boxes_cxcywh) > 0:
+            raise CapabilityError(self.layout, Capability.EXEMPLARS.value)
+        self.check(embedding)
+        feeds = {**{n: embedding.features[n] for n in FPN}, **text.features}
+        out = self.detector.run(DETECTOR_OUT, feeds)
+        bits = out["pred_masks_bits"].reshape(-1, *out["pred_masks_bits"].shape[-2:])
+        boxes = np.asarray(out["pred_boxes"], np.float32).reshape(-1, 4)
+        scores = sigmoid(out["pred_logits"].reshape(-1)) * sigmoid(
+            out["presence_logits"].reshape(-1)[0])
+        order = self.bit_order or self._decide(bits, boxes, scores) or "big"
+        masks = np.unpackbits(bits, axis=-1, bitorder=order)  # type: ignore[call-overload]
+        masks = masks[..., : self.mask_size[1]]  # packing may round the width up to 8
+        return Detections(scores.astype(np.float32), boxes, masks, "binary", min_score=0.0)
+
+    def _decide(self, bits: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> str | None:
+        keep = scores > 0.5 if (scores > 0.5).any() else np.ones_like(scores, bool)
+        err = bit_order_errors(bits[keep], boxes[keep])
+        if abs(err["big"] - err["little"]) < 0.5:
+            return None  # these masks cannot tell the orders apart; decide later
+        self.bit_order = min(err, key=err.__getitem__)
+        return self.bit_order
+
+
 class AutognosiAdapter(SamAdapter):
     """Text search (no exemplars) plus clicks and boxes through the prompt decoder."""
 
     layout = "autognosi-int8"
-    capabilities = frozenset({Capability.ENCODE, Capability.TEXT})
-    #: "big" or "little" once decided (or set by the user); None: not decided yet.
-    bit_order: str | None = None
+    #: Set to "big" or "little" to force the detector's mask bit order (None: decide it).
+    force_bit_order: str | None = None
 
     @classmethod
     def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
@@ -181,23 +263,29 @@ class AutognosiAdapter(SamAdapter):
         self.sessions = {role: LazySession(g.path, config) for role, g in graphs.items()}
         self._vision = _image_input(graphs["vision_encoder"], self.layout)
         self._tracker = _image_input(graphs["tracker_encoder"], self.layout)
-        self.bit_order = None
         #: Does the prompt decoder append SAM's padding point itself?
         self.padding = decide_padding(graphs["prompt_decoder"], "input_points", "input_labels",
                                       True)
         self._attach_prompt_decoder(AutognosiPromptDecoder(
             self.sessions["prompt_decoder"], self.padding, self.layout,
             lambda embedding: self._check(embedding, Capability.CLICKS)))  # clicks, boxes
+        #: The concept-detector role (text encoder + detector); its ``bit_order`` is decided
+        #: on the first detection that can tell.
+        self.concepts = AutognosiDetector(
+            self.sessions["text_encoder"], self.sessions["detector"], self.mask_size,
+            self.layout, lambda embedding: self._check(embedding, Capability.TEXT),
+            bit_order=self.force_bit_order)
+        self._attach_detector(self.concepts, exemplars=False)  # text
 
     @override
     def assumptions(self) -> dict[str, tuple[str, str]]:
-        order = self.bit_order or "not decided yet (big until a detection tells)"
+        order = self.concepts.bit_order or "not decided yet (big until a detection tells)"
         return {
             "padding": asm.padding(self.padding),
             "normalisation": asm.normalisation(self._vision, self._name("vision_encoder")),
             "mask kind": ("detector: binary, bit-packed; prompt decoder: logits",
                           "detector/prompt decoder outputs"),
-            "mask bit order": (order, "forced" if type(self).bit_order else
+            "mask bit order": (order, "forced" if self.force_bit_order else
                                "decided from boxes vs masks on the first clear detection"),
             "score cut": ("none (sigmoid(logit) * sigmoid(presence); caller's floor)",
                           asm.CONTRACT),
@@ -216,12 +304,6 @@ class AutognosiAdapter(SamAdapter):
     def mask_size(self) -> tuple[int, int]:
         sig = self.sessions["prompt_decoder"].signature
         return spatial_size(sig.output("pred_masks"), self.layout, sig.path.name)
-
-    @property
-    @override
-    def context_length(self) -> int:
-        sig = self.sessions["text_encoder"].signature
-        return fixed_dim(sig.input("input_ids"), 1, self.layout, sig.path.name)
 
     def encode(self, rgb: np.ndarray) -> Embedding:
         """Run both image encoders on a ``(rows, cols, 3)`` uint8 RGB image (two ViT passes)."""
@@ -260,46 +342,6 @@ class AutognosiAdapter(SamAdapter):
             raise ValueError(
                 f"This embedding holds no {ENCODER_FOR[need]} features (encoded for another "
                 f"workflow); complete it with complete(embedding, rgb, {need.name}).")
-
-    def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
-        """HF-style: ids padded with the end token 49407, ``attention_mask`` 1 on real tokens."""
-        ids = token_feed(token_ids, self.context_length, pad=EOT)
-        mask = np.zeros_like(ids)
-        mask[0, : len(token_ids)] = 1
-        out = self.sessions["text_encoder"].run(["text_features"],
-                                                {"input_ids": ids, "attention_mask": mask})
-        return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids),
-                             {"text_features": out["text_features"], "attention_mask": mask})
-
-    @override
-    def detect(
-        self,
-        embedding: Embedding,
-        text: TextEmbedding,
-        boxes_cxcywh: np.ndarray | None = None,
-        box_labels: np.ndarray | None = None,
-    ) -> Detections:
-        if boxes_cxcywh is not None and len(boxes_cxcywh) > 0:
-            raise CapabilityError(self.layout, Capability.EXEMPLARS.value)
-        self._check(embedding, Capability.TEXT)
-        feeds = {**{n: embedding.features[n] for n in FPN}, **text.features}
-        out = self.sessions["detector"].run(DETECTOR_OUT, feeds)
-        bits = out["pred_masks_bits"].reshape(-1, *out["pred_masks_bits"].shape[-2:])
-        boxes = np.asarray(out["pred_boxes"], np.float32).reshape(-1, 4)
-        scores = sigmoid(out["pred_logits"].reshape(-1)) * sigmoid(
-            out["presence_logits"].reshape(-1)[0])
-        order = self.bit_order or self._decide(bits, boxes, scores) or "big"
-        masks = np.unpackbits(bits, axis=-1, bitorder=order)  # type: ignore[call-overload]
-        masks = masks[..., : self.mask_size[1]]  # packing may round the width up to 8
-        return Detections(scores.astype(np.float32), boxes, masks, "binary", min_score=0.0)
-
-    def _decide(self, bits: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> str | None:
-        keep = scores > 0.5 if (scores > 0.5).any() else np.ones_like(scores, bool)
-        err = bit_order_errors(bits[keep], boxes[keep])
-        if abs(err["big"] - err["little"]) < 0.5:
-            return None  # these masks cannot tell the orders apart; decide later
-        self.bit_order = min(err, key=err.__getitem__)
-        return self.bit_order
 
     @override
     def close(self) -> None:

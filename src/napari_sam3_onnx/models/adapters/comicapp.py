@@ -18,12 +18,12 @@ unknown; section 6 gives a check), with no cut.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 from typing_extensions import override
 
-from ..base import Capability, Embedding, SamAdapter, TextEmbedding
+from ..base import Embedding, SamAdapter
 from ..errors import LayoutMismatchError
 from ..graph_info import GraphSignature, TensorInfo
 from ..runtime import LazySession, RuntimeConfig
@@ -120,7 +120,6 @@ class ComicAppAdapter(SamAdapter):
                 f"{[(t.name, t.shape) for t in lang.outputs]}")
         self._exemplar_role = next((r for r in ("box", "side") if r in self.prompts
                                     and "box_coords" in self.prompts[r][1]), None)
-        self.capabilities = frozenset({Capability.ENCODE})
         #: The concept-detector role (language encoder + prompt graphs).
         self.concepts = ComicDetector(
             language=self.language, prompts=self.prompts, levels=self._levels,
@@ -164,11 +163,6 @@ class ComicAppAdapter(SamAdapter):
         out = as_float32(self.encoder.run([t.name for t in self._levels],
                                           {self._image.name: feed}))
         return Embedding(out, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
-
-    def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
-        """Run the language encoder; features are kept as ``text [T, C]`` and ``valid [T]``."""
-        self.require(Capability.TEXT)
-        return self.concepts.encode_text(token_ids, text)
 
     @override
     def close(self) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from typing_extensions import override
 
-from ..base import Capability, Embedding, MaskCandidates, SamAdapter
+from ..base import Embedding, MaskCandidates, SamAdapter
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
 from . import _assumptions as asm
@@ -106,7 +106,6 @@ class HfTrackerAdapter(SamAdapter):
         self._mask_size = spatial_size(
             graphs["decoder"].output("pred_masks"), self.layout, graphs["decoder"].path.name
         )
-        self.capabilities = frozenset({Capability.ENCODE})
         self._attach_prompt_decoder(HfPromptDecoder(self.decoder, self._mask_size))  # clicks, boxes
 
     @override

@@ -32,6 +32,7 @@ a ``pointer_tpos.onnx`` graph when the bundle has either (:mod:`._pointer_pos`),
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,79 @@ def _loose_decoder(g: GraphSignature) -> bool:
             and any(n.startswith("feats") for n in g.input_names)
             and any("pointer" in n for n in g.output_names)
             and any("high_res" in n for n in g.output_names))
+
+
+@dataclass
+class JaxPromptDecoder:
+    """The multimask (and optional single-mask) decoder, as a :class:`~..roles.PromptDecoder`.
+
+    Attributes
+    ----------
+    decoders : dict
+        ``decoder_multi`` and/or ``decoder_single``.
+    padding : dict
+        Per decoder file: does the graph append SAM's padding point itself?
+    no_mem : numpy.ndarray or None
+        ``(1, C, 1, 1)`` float32 added once to a prompted slice's raw ``feats2`` (None: nothing
+        added; see :data:`NO_MEM_EMBED_KEYS`).
+    mask_size : tuple of int
+        ``(L, L)`` of ``pred_masks``.
+    label_dtype : numpy.dtype
+        Declared dtype of ``input_labels``.
+    accepts_mask_input : bool
+        Never: the graphs take no mask prompt.
+    """
+
+    decoders: Mapping[str, LazySession]
+    padding: dict[str, PaddingDecision]
+    no_mem: np.ndarray | None
+    mask_size: tuple[int, int]
+    label_dtype: np.dtype
+    accepts_mask_input: bool = False
+
+    def predict_masks(
+        self,
+        embedding: Embedding,
+        points_xy: np.ndarray,
+        labels: np.ndarray,
+        mask_input: np.ndarray | None = None,
+    ) -> MaskCandidates:
+        """Decode ``(N, 2)`` model-input ``(x, y)`` points; no points is SAM's empty prompt."""
+        if mask_input is not None:
+            raise ValueError("the jax-video decoder takes no mask_input")
+        pts, labs = tu.order_prompt(points_xy, labels)
+        dec = tu.pick_decoder(len(labs), self.decoders.get("decoder_multi"),
+                              self.decoders.get("decoder_single"))
+        if len(labs) == 0:  # SAM's empty prompt, as the consumers send it
+            pts, labs = np.zeros((1, 2), np.float32), np.full(1, -1, np.int64)
+        pts, labs = with_padding(pts, labs, self.padding[dec.path.name])
+        feats = embedding.features
+        top = feats.get(mem.CONDITIONED)
+        if top is None:  # prompted slice: raw feats2 (+ no_mem_embed once, see the switch)
+            top = feats["feats2"] + (0.0 if self.no_mem is None else self.no_mem)
+        names = ["pred_masks", "iou_scores", "object_pointer", "object_score_logits"]
+        out = dec.run(names, {
+            "feats0": feats["feats0"], "feats1": feats["feats1"],
+            "feats2": np.asarray(top, np.float32), "input_points": pts[None, None],
+            "input_labels": labs[None, None].astype(self.label_dtype),
+        })
+        return MaskCandidates(
+            logits=out["pred_masks"].reshape(-1, *self.mask_size).astype(np.float32),
+            iou=out["iou_scores"].reshape(-1).astype(np.float32),
+            object_score=float(out["object_score_logits"].reshape(-1)[0]),
+            single_mask_first=False,
+            extras={"object_pointer": out["object_pointer"].reshape(-1).astype(np.float32)},
+        )
+
+
+def _memory_channels(encoder: LazySession, attention: LazySession) -> int:
+    """``C_m`` as the memory encoder (else memory attention) declares it; SAM 3's 64."""
+    for info in (encoder.signature.output("memory_tokens"),
+                 attention.signature.input("pointer_memory")):
+        dim = info.shape[-1]
+        if isinstance(dim, int) and dim > 0:
+            return dim
+    return 64
 
 
 class JaxVideoAdapter(SamAdapter):
@@ -144,9 +218,11 @@ class JaxVideoAdapter(SamAdapter):
                                if has_memory else None)
         self._config = config
         self.pointer_encoding: PointerEncoding | None = None
-        self.capabilities = frozenset({Capability.ENCODE, Capability.CLICKS, Capability.BOXES})
         self._pos2: np.ndarray | None = None
         self._load_constants(folder / "constants.json", has_memory)  # attaches the memory
+        self._attach_prompt_decoder(JaxPromptDecoder(
+            self.decoders, self.padding, self.no_mem_embed, self._mask_size,
+            self._label_dtype))  # clicks, boxes
 
     def _load_constants(self, path: Path, has_memory: bool) -> None:
         if not path.is_file():
@@ -171,28 +247,20 @@ class JaxVideoAdapter(SamAdapter):
         encoder, attention = self.memory_encoder, self.memory_attention
         if has_memory and encoder is not None and attention is not None:
             self._tpos = np.asarray(consts[TPOS_KEY], np.float32)
-            self.memory_settings = mem.settings_from(
+            settings = mem.settings_from(
                 {"num_maskmem": len(self._tpos), **consts})
             men = encoder.signature
             self.pointer_encoding = find_pointer_encoding(
-                consts, path.parent, path.name, self._memory_channels(), self._channels,
-                self._config, self.layout)
+                consts, path.parent, path.name, _memory_channels(encoder, attention),
+                self._channels, self._config, self.layout)
             self._attach_memory(JaxMemory(
                 encoder=encoder, attention=attention, layout=self.layout,
-                memory_settings=self.memory_settings, tpos=self._tpos,
+                memory_settings=settings, tpos=self._tpos,
                 mask_size=spatial_size(men.input("pred_masks_high_res"), self.layout,
                                        men.path.name),
                 channels=self._channels, grid=self._grid,
                 pointer_encoding=self.pointer_encoding, position=self._vision_position,
             ))
-
-    def _memory_channels(self) -> int:
-        """``C_m`` as the memory encoder (else memory attention) declares it; SAM 3's 64."""
-        for info in (self.memory_encoder.signature.output("memory_tokens"),
-                     self.memory_attention.signature.input("pointer_memory")):
-            if isinstance(info.shape[-1], int) and info.shape[-1] > 0:
-                return int(info.shape[-1])
-        return 64
 
     @override
     def assumptions(self) -> dict[str, tuple[str, str]]:
@@ -248,41 +316,6 @@ class JaxVideoAdapter(SamAdapter):
         if "pos2" in out:  # image-independent: kept once, not per embedding
             self._pos2 = out.pop("pos2")
         return Embedding(out, self.input_size, (int(rgb.shape[0]), int(rgb.shape[1])))
-
-    @override
-    def predict_masks(
-        self,
-        embedding: Embedding,
-        points_xy: np.ndarray,
-        labels: np.ndarray,
-        mask_input: np.ndarray | None = None,
-    ) -> MaskCandidates:
-        self.require(Capability.CLICKS)
-        if mask_input is not None:
-            raise ValueError("the jax-video decoder takes no mask_input")
-        pts, labs = tu.order_prompt(points_xy, labels)
-        dec = tu.pick_decoder(len(labs), self.decoders.get("decoder_multi"),
-                               self.decoders.get("decoder_single"))
-        if len(labs) == 0:  # SAM's empty prompt, as the consumers send it
-            pts, labs = np.zeros((1, 2), np.float32), np.full(1, -1, np.int64)
-        pts, labs = with_padding(pts, labs, self.padding[dec.path.name])
-        feats = embedding.features
-        top = feats.get(mem.CONDITIONED)
-        if top is None:  # prompted slice: raw feats2 (+ no_mem_embed once, see the switch)
-            top = feats["feats2"] + (0.0 if self.no_mem_embed is None else self.no_mem_embed)
-        names = ["pred_masks", "iou_scores", "object_pointer", "object_score_logits"]
-        out = dec.run(names, {
-            "feats0": feats["feats0"], "feats1": feats["feats1"],
-            "feats2": np.asarray(top, np.float32), "input_points": pts[None, None],
-            "input_labels": labs[None, None].astype(self._label_dtype),
-        })
-        return MaskCandidates(
-            logits=out["pred_masks"].reshape(-1, *self._mask_size).astype(np.float32),
-            iou=out["iou_scores"].reshape(-1).astype(np.float32),
-            object_score=float(out["object_score_logits"].reshape(-1)[0]),
-            single_mask_first=False,
-            extras={"object_pointer": out["object_pointer"].reshape(-1).astype(np.float32)},
-        )
 
     def _vision_position(self) -> np.ndarray:
         """``pos2``, the top-level feature's position encoding (one blank encode if needed)."""

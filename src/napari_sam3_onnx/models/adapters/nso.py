@@ -22,17 +22,19 @@ Graphs are assigned to roles by their input/output names (never by file name):
 ``constants.npz`` (named in ``manifest.json``) holds ``no_mem_embed`` (added here, once, on a
 prompted slice), ``maskmem_pos_enc`` and the bank settings. The object pointer handed to the
 engine is upstream's: the best-IoU multimask token's for <= 1 prompt point, token 0's otherwise.
+The adapter is the image encoder; the decoder, the concept detector and the memory graphs are
+role objects it composes (:mod:`._nso_roles`), the last two only when their graphs are present.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 from typing_extensions import override
 
-from ..base import Capability, Detections, Embedding, MaskCandidates, SamAdapter, TextEmbedding
+from ..base import Embedding, SamAdapter
 from ..errors import BundleFileError, LayoutMismatchError, ModelFileMissingError
 from ..files import read_json, read_npz
 from ..graph_info import GraphSignature
@@ -41,10 +43,10 @@ from . import _assumptions as asm
 from . import _memory as mem
 from . import _tracker_util as tu
 from ._common import encode_image, fixed_dim, spatial_size
-from ._concepts import as_declared, cxcywh_to_xyxy, exemplar_slots, sigmoid, slot_count, token_feed
-from ._padding import decide_padding, with_padding
+from ._concepts import slot_count
+from ._nso_roles import DET, NsoDetector, NsoMemory, NsoPromptDecoder
+from ._padding import decide_padding
 
-DET = ("det_fpn_0", "det_fpn_1", "det_fpn_2")
 TRK = ("trk_feat_0", "trk_feat_1", "trk_feat_2")
 ROLES = {
     "encoder": (("pixel_values",), (*DET, *TRK)),
@@ -92,30 +94,37 @@ class NsoAdapter(SamAdapter):
         self._input = enc.input("pixel_values")
         self._mask_size = spatial_size(dec.input("mask_input"), self.layout, dec.path.name)
         self._channels = fixed_dim(dec.input("image_embed"), 1, self.layout, dec.path.name)
-        self._label_dtype = np.dtype(dec.input("point_labels").dtype)
-        # bundles exported before the batch axis was dynamic take one object per call
-        self._batched = dec.input("point_coords").shape[0] != 1
         #: Does the decoder append SAM's padding point itself? (this project's export does)
         self.padding = decide_padding(dec, "point_coords", "point_labels", True)
-        self.language = self.detector = self.memory_encoder = self.memory_attention = None
-        caps = {Capability.ENCODE, Capability.CLICKS, Capability.BOXES}
-        if "language" in graphs and "detector" in graphs:
-            self.language = LazySession(graphs["language"].path, config)
-            self.detector = LazySession(graphs["detector"].path, config)
-            self._slots = slot_count(graphs["detector"].input("exemplar_boxes"), 0)
-            caps |= {Capability.TEXT, Capability.EXEMPLARS}
+        self.language: LazySession | None = None
+        self.detector: LazySession | None = None
+        self.memory_encoder: LazySession | None = None
+        self.memory_attention: LazySession | None = None
         has_att, has_enc = "memory_attention" in graphs, "memory_encoder" in graphs
         if has_att != has_enc:
             present = graphs["memory_attention" if has_att else "memory_encoder"].path
             raise ModelFileMissingError(
                 present.parent, f"{present.name} is here but not the other memory graph; "
                 "propagation needs both memory_encoder and memory_attention.")
+        self._load_constants(enc.path.parent)
+        self._attach_prompt_decoder(NsoPromptDecoder(
+            self.decoder, self._mask_size, np.dtype(dec.input("point_labels").dtype),
+            self.padding, self._no_mem,
+            # bundles exported before the batch axis was dynamic take one object per call
+            batched=dec.input("point_coords").shape[0] != 1))  # clicks, boxes
+        if "language" in graphs and "detector" in graphs:
+            self.language = LazySession(graphs["language"].path, config)
+            self.detector = LazySession(graphs["detector"].path, config)
+            slots = slot_count(graphs["detector"].input("exemplar_boxes"), 0)
+            self._attach_detector(NsoDetector(self.language, self.detector, slots,
+                                              self._mask_size, self.layout),
+                                  exemplars=True)  # text, exemplars
         if has_att:
             self.memory_encoder = LazySession(graphs["memory_encoder"].path, config)
             self.memory_attention = LazySession(graphs["memory_attention"].path, config)
-            caps.add(Capability.MEMORY)
-        self._load_constants(enc.path.parent)
-        self.capabilities = frozenset(caps)
+            self._attach_memory(NsoMemory(self.memory_encoder, self.memory_attention,
+                                          self._settings, self._maskmem_pos, self._mask_size,
+                                          self._channels))  # memory
         names = [*TRK]
         if self.detector is not None:
             names = [*DET, *names]
@@ -145,7 +154,7 @@ class NsoAdapter(SamAdapter):
                                       f"{self._no_mem.shape[1]} values, image_embed "
                                       f"{self._channels} channels")
         self._maskmem_pos = consts["maskmem_pos_enc"].astype(np.float32)
-        self.memory_settings = mem.settings_from(consts)
+        self._settings = mem.settings_from(consts)
         self.constants_path = path
 
     # ---- geometry -----------------------------------------------------------------------
@@ -158,23 +167,6 @@ class NsoAdapter(SamAdapter):
     @override
     def mask_size(self) -> tuple[int, int]:
         return self._mask_size
-
-    @property
-    @override
-    def max_exemplars(self) -> int | None:
-        return self._slots if self.detector is not None else None
-
-    @property
-    @override
-    def context_length(self) -> int:
-        self.require(Capability.TEXT)
-        return fixed_dim(self.language.signature.input("tokens"), 1, self.layout,
-                         self.language.path.name)
-
-    @property
-    @override
-    def accepts_mask_input(self) -> bool:
-        return True
 
     @property
     def no_mem_embed(self) -> np.ndarray:
@@ -203,154 +195,6 @@ class NsoAdapter(SamAdapter):
     @override
     def encode(self, rgb: np.ndarray) -> Embedding:
         return encode_image(self.encoder, self._input, self.layout, rgb, self._encoder_outputs)
-
-    @override
-    def predict_masks(
-        self,
-        embedding: Embedding,
-        points_xy: np.ndarray,
-        labels: np.ndarray,
-        mask_input: np.ndarray | None = None,
-    ) -> MaskCandidates:
-        self.require(Capability.CLICKS)
-        pts, labs = tu.order_prompt(points_xy, labels)
-        n_points = len(labs)
-        if n_points == 0:  # SAM's empty prompt (a tracked slice): one point (0, 0), label -1
-            pts, labs = np.zeros((1, 2), np.float32), np.full(1, -1, np.int64)
-        pts, labs = with_padding(pts, labs, self.padding)
-        feats = embedding.features
-        top = feats.get(mem.CONDITIONED)
-        if top is None:  # a prompted slice: raw feature + no_mem_embed, added exactly once
-            top = feats["trk_feat_2"] + self._no_mem
-        has = mask_input is not None
-        mask = (np.asarray(mask_input, np.float32).reshape(1, 1, *self._mask_size) if has
-                else np.zeros((1, 1, *self._mask_size), np.float32))
-        out = self.decoder.run(ROLES["decoder"][1], {
-            "image_embed": np.asarray(top, np.float32), "trk_feat_0": feats["trk_feat_0"],
-            "trk_feat_1": feats["trk_feat_1"], "point_coords": pts[None],
-            "point_labels": labs[None].astype(self._label_dtype), "mask_input": mask,
-            "has_mask_input": np.array([1.0 if has else 0.0], np.float32),
-        })
-        logits = out["masks"].reshape(-1, *self._mask_size).astype(np.float32)
-        iou = out["iou_scores"].reshape(-1).astype(np.float32)
-        pointers = out["object_pointers"].reshape(len(iou), -1).astype(np.float32)
-        # Upstream: the multimask token's pointer with <= 1 point, else token 0's (always).
-        k = 1 + int(np.argmax(iou[1:])) if n_points <= 1 else 0
-        return MaskCandidates(logits=logits, iou=iou,
-                              object_score=float(out["object_score_logits"].reshape(-1)[0]),
-                              single_mask_first=True, extras={"object_pointer": pointers[k]})
-
-    @override
-    def predict_point_batch(
-        self, embedding: Embedding, points_xy: np.ndarray
-    ) -> list[MaskCandidates]:
-        pts = np.asarray(points_xy, np.float32).reshape(-1, 2)
-        if not self._batched or len(pts) <= 1:
-            return super().predict_point_batch(embedding, pts)
-        self.require(Capability.CLICKS)
-        feats = embedding.features
-        top = feats.get(mem.CONDITIONED)
-        if top is None:
-            top = feats["trk_feat_2"] + self._no_mem
-        out = self.decoder.run(ROLES["decoder"][1], {
-            "image_embed": np.asarray(top, np.float32), "trk_feat_0": feats["trk_feat_0"],
-            "trk_feat_1": feats["trk_feat_1"], "point_coords": pts[:, None, :],
-            "point_labels": np.ones((len(pts), 1), self._label_dtype),
-            "mask_input": np.zeros((1, 1, *self._mask_size), np.float32),
-            "has_mask_input": np.zeros(1, np.float32),
-        })
-        logits = out["masks"].reshape(len(pts), -1, *self._mask_size).astype(np.float32)
-        iou = out["iou_scores"].reshape(len(pts), -1).astype(np.float32)
-        obj = out["object_score_logits"].reshape(len(pts), -1)[:, 0]
-        pointers = out["object_pointers"].reshape(len(pts), iou.shape[1], -1)
-        best = 1 + np.argmax(iou[:, 1:], axis=1)  # one click: the best multimask token's
-        return [MaskCandidates(logits=logits[b], iou=iou[b], object_score=float(obj[b]),
-                               single_mask_first=True,
-                               extras={"object_pointer": pointers[b, best[b]].astype(np.float32)})
-                for b in range(len(pts))]
-
-    # ---- concept path -------------------------------------------------------------------
-    @override
-    def encode_text(self, token_ids: Sequence[int], text: str = "") -> TextEmbedding:
-        self.require(Capability.TEXT)
-        feed = token_feed(token_ids, self.context_length, pad=0)
-        out = self.language.run(ROLES["language"][1], {"tokens": feed})
-        return TextEmbedding(text or " ".join(str(int(t)) for t in token_ids), out)
-
-    @override
-    def detect(
-        self,
-        embedding: Embedding,
-        text: TextEmbedding,
-        boxes_cxcywh: np.ndarray | None = None,
-        box_labels: np.ndarray | None = None,
-    ) -> Detections:
-        self.require(Capability.TEXT)
-        missing = [n for n in DET if n not in embedding.features]
-        missing += [n for n in ("text_features", "text_mask") if n not in text.features]
-        if missing:
-            raise ValueError(f"The embedding or text given to the {self.layout} bundle lacks "
-                             f"{missing}; encode the image and the text with this bundle.")
-        coords, labels, padding = exemplar_slots(boxes_cxcywh, box_labels, self._slots,
-                                                 self.layout)
-        sig = self.detector.signature
-        feeds = {n: embedding.features[n] for n in DET}
-        feeds.update(text_features=text.features["text_features"],
-                     text_mask=text.features["text_mask"],
-                     exemplar_boxes=as_declared(coords[:, None, :], sig.input("exemplar_boxes")),
-                     exemplar_labels=as_declared(labels[:, None], sig.input("exemplar_labels")),
-                     exemplar_padding=as_declared(padding[None], sig.input("exemplar_padding")))
-        out = self.detector.run(ROLES["detector"][1], feeds)
-        logits = np.asarray(out["pred_logits"], np.float32).reshape(-1)
-        presence = np.asarray(out["presence_logit"], np.float32).reshape(-1)[0]
-        n = logits.shape[0]
-        return Detections(
-            scores=sigmoid(logits) * sigmoid(presence),
-            boxes=cxcywh_to_xyxy(out["pred_boxes"]).reshape(n, 4),
-            masks=np.asarray(out["pred_masks"], np.float32).reshape(n, *self.mask_size),
-            mask_kind="logits", min_score=0.0)
-
-    # ---- memory path --------------------------------------------------------------------
-    @override
-    def memory_encode(
-        self,
-        embedding: Embedding,
-        mask_logits: np.ndarray,
-        object_score: float,
-        is_mask_from_points: bool,
-    ) -> mem.MemoryFrame:
-        # features: (C_m, g, g); pos_enc: the bundle's one constant array (shared, not copied)
-        self.require(Capability.MEMORY)
-        sig = self.memory_encoder.signature
-        out = self.memory_encoder.run(ROLES["memory_encoder"][1], {
-            "trk_feat_2": embedding.features["trk_feat_2"],
-            "mask_logits": tu.mask_for_memory(mask_logits, self._mask_size),
-            "object_score_logits": tu.feed_like(sig.input("object_score_logits"), object_score),
-            "is_mask_from_points": tu.feed_like(sig.input("is_mask_from_points"),
-                                                bool(is_mask_from_points)),
-        })
-        return mem.MemoryFrame(out["memory_feat"][0].astype(np.float32), self._maskmem_pos)
-
-    @override
-    def memory_attend(
-        self,
-        embedding: Embedding,
-        memories: Sequence[mem.MemoryFrame],
-        memory_rows: Sequence[int],
-        pointers: np.ndarray,
-        pointer_offsets: Sequence[float],
-    ) -> Embedding:
-        self.require(Capability.MEMORY)
-        rows, ptrs, offs = mem.check_memory_args(memories, memory_rows, pointers,
-                                                 pointer_offsets, self.memory_settings,
-                                                 self._channels)
-        norm = max(1, (self.memory_settings.max_obj_ptrs or 16) - 1)
-        out = self.memory_attention.run(["conditioned_feat"], {
-            "trk_feat_2": embedding.features["trk_feat_2"],
-            "memory_feats": np.stack([m.features for m in memories]).astype(np.float32),
-            "memory_rows": rows, "pointers": ptrs, "pointer_tpos": offs / np.float32(norm),
-        })
-        return mem.conditioned(embedding, out["conditioned_feat"].astype(np.float32))
 
     @override
     def close(self) -> None:

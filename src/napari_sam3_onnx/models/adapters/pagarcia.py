@@ -33,12 +33,13 @@ exporter's own runtime does (pitfall 12.14).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from typing_extensions import override
 
-from ..base import Capability, Embedding, MaskCandidates, SamAdapter
+from ..base import Embedding, MaskCandidates, SamAdapter
 from ..errors import LayoutMismatchError, ModelFileMissingError
 from ..files import read_npz
 from ..graph_info import GraphSignature
@@ -69,6 +70,79 @@ def _attention_rank(sig: GraphSignature) -> tuple[int, int, str]:
     """Sort key: dynamic memory first, then the largest static memory, then the name."""
     dim = sig.input("memory_mask_feats").shape[0]
     return (1, -dim, sig.path.name) if isinstance(dim, int) else (0, 0, sig.path.name)
+
+
+@dataclass
+class PagarciaPromptDecoder:
+    """The tracker's decoder variants, as a :class:`~..roles.PromptDecoder`.
+
+    Attributes
+    ----------
+    decoders : dict
+        ``decoder_multi``, ``decoder_single`` and the ``decoder_mask_*`` variants present.
+    padding : dict
+        Per decoder file: does the graph append SAM's padding point itself?
+    no_mem : numpy.ndarray
+        ``(1, C, 1, 1)`` float32 ``no_mem_embed``, added once to a prompted slice's raw feature.
+    mask_size : tuple of int
+        ``(L, L)`` of ``pred_mask`` (and of a mask prompt).
+    label_dtype : numpy.dtype
+        Declared dtype of ``point_labels``.
+    """
+
+    decoders: Mapping[str, LazySession]
+    padding: dict[str, PaddingDecision]
+    no_mem: np.ndarray
+    mask_size: tuple[int, int]
+    label_dtype: np.dtype
+
+    @property
+    def accepts_mask_input(self) -> bool:
+        """Whether an ``image_decoder_mask_*`` variant (``mask_inputs``) is in the bundle."""
+        return any(r.startswith("decoder_mask") for r in self.decoders)
+
+    def predict_masks(
+        self,
+        embedding: Embedding,
+        points_xy: np.ndarray,
+        labels: np.ndarray,
+        mask_input: np.ndarray | None = None,
+    ) -> MaskCandidates:
+        """Decode ``(N, 2)`` model-input ``(x, y)`` points; SAM picks multi/single by count."""
+        pts, labs = tu.order_prompt(points_xy, labels)
+        feats = embedding.features
+        top = feats.get(mem.CONDITIONED)
+        if top is None:  # a prompted slice: raw feature + no_mem_embed, added exactly once
+            top = feats[EMBEDDINGS[2]] + self.no_mem
+        prefix = "decoder"
+        if mask_input is not None:
+            if not self.accepts_mask_input:
+                raise ValueError("this bundle has no image_decoder_mask_* graph for mask_input")
+            prefix = "decoder_mask"
+        dec = tu.pick_decoder(len(labs), self.decoders.get(f"{prefix}_multi"),
+                              self.decoders.get(f"{prefix}_single"))
+        pts, labs = with_padding(pts, labs, self.padding[dec.path.name])
+        outs = dec.signature.output_names
+        multi = {"iou_scores", "pred_multimasks"} <= outs
+        names = ["obj_ptr", "object_score_logits",
+                 *(["iou_scores", "pred_multimasks"] if multi else ["pred_mask"])]
+        feeds = {
+            "point_coords": pts[None], "point_labels": labs[None].astype(self.label_dtype),
+            "image_embed": top.astype(np.float32), "high_res_feats_0": feats[EMBEDDINGS[0]],
+            "high_res_feats_1": feats[EMBEDDINGS[1]],
+        }
+        if mask_input is not None:
+            feeds["mask_inputs"] = np.asarray(mask_input, np.float32).reshape(
+                1, 1, *self.mask_size)
+        out = dec.run(names, feeds)
+        logits = out["pred_multimasks" if multi else "pred_mask"].reshape(-1, *self.mask_size)
+        iou = out["iou_scores"].reshape(-1) if multi else np.full(len(logits), np.nan)
+        return MaskCandidates(
+            logits=logits.astype(np.float32), iou=iou.astype(np.float32),
+            object_score=float(out["object_score_logits"].reshape(-1)[0]),
+            single_mask_first=False,
+            extras={"object_pointer": out["obj_ptr"].reshape(-1).astype(np.float32)},
+        )
 
 
 class PagarciaTrackerAdapter(SamAdapter):
@@ -124,13 +198,14 @@ class PagarciaTrackerAdapter(SamAdapter):
             role, other = (("memory_attention", "memory_encoder") if has_att
                            else ("memory_encoder", "memory_attention"))
             present = graphs[role].path
-            token = tu.variant_token(present.stem, role) or ""
+            suffix = tu.variant_token(present.stem, role) or ""
             raise ModelFileMissingError(
-                present.parent / f"{other}{token}.onnx",
+                present.parent / f"{other}{suffix}.onnx",
                 f"{present.name} is here but no graph with the {other} inputs/outputs; "
                 "propagation needs both memory graphs of the same export.",
             )
-        self.memory_attention = self.memory_encoder = None
+        self.memory_attention: LazySession | None = None
+        self.memory_encoder: LazySession | None = None
         role0 = next(iter(self.decoders))  # the export variant, to pick its constants file
         token = tu.variant_token(graphs[role0].path.stem, DECODER_BASES[role0])
         if has_att:
@@ -140,8 +215,10 @@ class PagarciaTrackerAdapter(SamAdapter):
             self.memory_attention = LazySession(att.path, config)
             self.memory_encoder = LazySession(men.path, config)
             token = tu.variant_token(att.path.stem, "memory_attention")
-        self.capabilities = frozenset({Capability.ENCODE, Capability.CLICKS, Capability.BOXES})
         self._load_constants(first.path.parent, token)  # attaches the memory graphs, if any
+        self._attach_prompt_decoder(PagarciaPromptDecoder(
+            self.decoders, self.padding, self._no_mem, self._mask_size,
+            self._label_dtype))  # clicks, boxes
 
     def _load_constants(self, folder: Path, token: str | None) -> None:
         found = sorted(folder.glob("video_constants*.npz"))
@@ -165,11 +242,10 @@ class PagarciaTrackerAdapter(SamAdapter):
         self.constants_path = path
         encoder = self.memory_encoder  # set together with the attention (see __init__)
         if self.memory_attention is None or encoder is None:
-            self.memory_settings = mem.settings_from(consts)
             return
         att = self.memory_attention.signature
         cap = [att.input(n).shape[0] for n in ("memory_mask_feats", "memory_obj_ptrs")]
-        self.memory_settings = mem.settings_from(consts, **{
+        settings = mem.settings_from(consts, **{
             k: (c if isinstance(c, int) else None)
             for k, c in zip(("max_memories", "max_pointers"), cap, strict=True)})
         self._grid = spatial_size(att.input("current_vision_feat"), self.layout, att.path.name)
@@ -184,7 +260,7 @@ class PagarciaTrackerAdapter(SamAdapter):
         men = encoder.signature
         self._attach_memory(PagarciaMemory(
             encoder=encoder, attention=self.memory_attention, feature=EMBEDDINGS[2],
-            memory_settings=self.memory_settings,
+            memory_settings=settings,
             pos_embed=pos.astype(np.float32).reshape(n_tokens, 1, self._channels),
             pointer_dim=fixed_dim(att.input("memory_obj_ptrs"), 1, self.layout, att.path.name),
             mask_size=spatial_size(men.input("pred_mask_high_res"), self.layout, men.path.name),
@@ -200,11 +276,6 @@ class PagarciaTrackerAdapter(SamAdapter):
     @override
     def mask_size(self) -> tuple[int, int]:
         return self._mask_size
-
-    @property
-    def accepts_mask_input(self) -> bool:
-        """Whether an ``image_decoder_mask_*`` variant (``mask_inputs``) is in the bundle."""
-        return any(r.startswith("decoder_mask") for r in self.decoders)
 
     @property
     def no_mem_embed(self) -> np.ndarray:
@@ -230,50 +301,6 @@ class PagarciaTrackerAdapter(SamAdapter):
     @override
     def encode(self, rgb: np.ndarray) -> Embedding:
         return encode_image(self.encoder, self._input, self.layout, rgb, EMBEDDINGS)
-
-    @override
-    def predict_masks(
-        self,
-        embedding: Embedding,
-        points_xy: np.ndarray,
-        labels: np.ndarray,
-        mask_input: np.ndarray | None = None,
-    ) -> MaskCandidates:
-        self.require(Capability.CLICKS)
-        pts, labs = tu.order_prompt(points_xy, labels)
-        feats = embedding.features
-        top = feats.get(mem.CONDITIONED)
-        if top is None:  # a prompted slice: raw feature + no_mem_embed, added exactly once
-            top = feats[EMBEDDINGS[2]] + self._no_mem
-        prefix = "decoder"
-        if mask_input is not None:
-            if not self.accepts_mask_input:
-                raise ValueError("this bundle has no image_decoder_mask_* graph for mask_input")
-            prefix = "decoder_mask"
-        dec = tu.pick_decoder(len(labs), self.decoders.get(f"{prefix}_multi"),
-                               self.decoders.get(f"{prefix}_single"))
-        pts, labs = with_padding(pts, labs, self.padding[dec.path.name])
-        outs = dec.signature.output_names
-        multi = {"iou_scores", "pred_multimasks"} <= outs
-        names = ["obj_ptr", "object_score_logits",
-                 *(["iou_scores", "pred_multimasks"] if multi else ["pred_mask"])]
-        feeds = {
-            "point_coords": pts[None], "point_labels": labs[None].astype(self._label_dtype),
-            "image_embed": top.astype(np.float32), "high_res_feats_0": feats[EMBEDDINGS[0]],
-            "high_res_feats_1": feats[EMBEDDINGS[1]],
-        }
-        if mask_input is not None:
-            feeds["mask_inputs"] = np.asarray(mask_input, np.float32).reshape(
-                1, 1, *self._mask_size)
-        out = dec.run(names, feeds)
-        logits = out["pred_multimasks" if multi else "pred_mask"].reshape(-1, *self._mask_size)
-        iou = out["iou_scores"].reshape(-1) if multi else np.full(len(logits), np.nan)
-        return MaskCandidates(
-            logits=logits.astype(np.float32), iou=iou.astype(np.float32),
-            object_score=float(out["object_score_logits"].reshape(-1)[0]),
-            single_mask_first=False,
-            extras={"object_pointer": out["obj_ptr"].reshape(-1).astype(np.float32)},
-        )
 
     @override
     def close(self) -> None:
