@@ -27,6 +27,7 @@ engine is upstream's: the best-IoU multimask token's for <= 1 prompt point, toke
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,12 @@ ROLES = {
                           "pointer_tpos"), ("conditioned_feat",)),
 }
 CONSTANTS = "constants.npz"
+#: Most clicks the batched prompt decoder gets per call. Every object repeats the image inside
+#: the graph (~60 MB of fp32 intermediates each at 1008 px), so per-click time stops improving
+#: beyond a few clicks while the memory grows with the batch: at full depth on a 2-core CPU,
+#: 16 clicks per call cost 0.27 s per click with a 1.0 GB peak, 64 the same with 4.8 GB
+#: (docs/automatic.md, "Speed").
+MAX_CLICKS_PER_CALL = 8
 
 
 def _find(graphs: Mapping[str, GraphSignature], role: str) -> GraphSignature | None:
@@ -88,7 +95,10 @@ class NsoAdapter(SamAdapter):
     def __init__(self, graphs: Mapping[str, GraphSignature], config: RuntimeConfig) -> None:
         enc, dec = graphs["encoder"], graphs["decoder"]
         self.encoder = LazySession(enc.path, config)
-        self.decoder = LazySession(dec.path, config)
+        # The decoder runs many times on same-shaped feeds: onnxruntime's CPU arena reuses its
+        # buffers (without it a batch of 16 clicks cost 3x more per click, fresh pages every
+        # call); the encoder keeps the config's choice (its arena raised the peak, not the speed).
+        self.decoder = LazySession(dec.path, replace(config, cpu_mem_arena=True))
         self._input = enc.input("pixel_values")
         self._mask_size = spatial_size(dec.input("mask_input"), self.layout, dec.path.name)
         self._channels = fixed_dim(dec.input("image_embed"), 1, self.layout, dec.path.name)
@@ -248,6 +258,11 @@ class NsoAdapter(SamAdapter):
         if not self._batched or len(pts) <= 1:
             return super().predict_point_batch(embedding, pts)
         self.require(Capability.CLICKS)
+        return [c for s in range(0, len(pts), MAX_CLICKS_PER_CALL)
+                for c in self._decode_clicks(embedding, pts[s:s + MAX_CLICKS_PER_CALL])]
+
+    def _decode_clicks(self, embedding: Embedding, pts: np.ndarray) -> list[MaskCandidates]:
+        """One batched decoder call: ``(B, 2)`` points, each its own positive click."""
         feats = embedding.features
         top = feats.get(mem.CONDITIONED)
         if top is None:
