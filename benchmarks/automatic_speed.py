@@ -16,8 +16,12 @@ of several sizes on a textured background) and the same sessions:
    post-processing (stability score, upsampling of kept candidates, NMS, label painting: the
    rest); the ratio automatic / encode is the figure to compare (absolute seconds on a shared
    machine are noisy; both sides share the load);
-3. with ``--batches 1,8,64``: the decoder's seconds per click at each batch size on the same
-   embedding, interleaved (each size once per repetition, order rotated).
+3. with ``--keep-all N``: the same on an ``N x N`` grid keeping every candidate the decoder
+   calls present (thresholds -1): the post-processing's worst case (random weights keep none);
+4. with ``--batches 1,8``: the decoder's seconds per click at each batch size on the same
+   embedding, interleaved (each size once per repetition, order rotated);
+5. with ``--before-after N``: N clicks decoded as before this benchmark's fixes (CPU arena off,
+   all N in one call) and now, on the same embedding.
 
 Every row is printed as it is measured and the JSON (``--json``) rewritten after each one. The
 load average is printed with every row: compare runs only at similar load. ``toy-nso`` builds
@@ -34,6 +38,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -128,6 +133,36 @@ def batch_sweep(adapter, emb, sizes: list[int], reps: int, side_px: tuple[int, i
               "all": [round(x, 4) for x in per[b]]})
 
 
+def before_after(adapter, emb, n: int, side_px: tuple[int, int], emit) -> None:
+    """``n`` clicks as the nso adapter decoded them before (arena off, all in one call) and now.
+
+    Interleaved, one repetition each, on the same embedding and clicks (nso bundles only).
+    """
+    from napari_sam3_onnx.models.adapters import nso
+    from napari_sam3_onnx.models.runtime import LazySession
+
+    if not getattr(adapter, "_batched", False):
+        return
+    in_h, in_w = side_px
+    pts = (np.random.default_rng(2).uniform(0, 1, (n, 2)) * [in_w, in_h]).astype(np.float32)
+    now, cap = adapter.decoder, nso.MAX_CLICKS_PER_CALL
+    before = LazySession(now.path, replace(now.config, cpu_mem_arena=False))
+    adapter.decoder = before
+    adapter.predict_point_batch(emb, pts[:1])
+    adapter.decoder = now
+    seconds = {}
+    for name, session, per_call in (("before", before, n), ("now", now, cap)):
+        adapter.decoder, nso.MAX_CLICKS_PER_CALL = session, per_call
+        t0 = time.perf_counter()
+        adapter.predict_point_batch(emb, pts)
+        seconds[name] = (time.perf_counter() - t0) / n
+    adapter.decoder, nso.MAX_CLICKS_PER_CALL = now, cap
+    emit({"row": "decoder-before-after", "clicks": n,
+          "before_s_per_click (arena off, all clicks in one call)": seconds["before"],
+          f"now_s_per_click (arena on, {cap} per call)": seconds["now"],
+          "speed-up": seconds["before"] / seconds["now"]})
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bundle", required=True, help="bundle folder or id, or toy-nso")
@@ -141,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stability-score-thresh", type=float, default=None)
     p.add_argument("--batches", default="", help="comma-separated batch sizes to sweep")
     p.add_argument("--batch-reps", type=int, default=2)
+    p.add_argument("--keep-all", type=int, default=0, metavar="N",
+                   help="also segment the plane with an N x N grid keeping every candidate "
+                   "(thresholds -1): the post-processing's worst case")
+    p.add_argument("--before-after", type=int, default=0, metavar="N",
+                   help="also time N clicks decoded as before the arena/batch-cap change")
     p.add_argument("--json", type=Path, help="write the rows here (rewritten after each)")
     args = p.parse_args(argv)
 
@@ -176,23 +216,34 @@ def main(argv: list[str] | None = None) -> int:
               "batched_decoder": bool(getattr(adapter, "_batched", False))})
         adapter.predict_point_batch(emb, np.zeros((1, 2), np.float32))  # session load, warm
 
-        clock = Clock()
-        t0 = time.perf_counter()
-        with timed_calls(clock, adapter):
-            result = plane.segment_plane(adapter, encoder.embed, ref, settings)
-        t_auto = time.perf_counter() - t0
-        dec = clock.seconds.get("decoder", 0.0)
-        post = {k: round(v, 4) for k, v in clock.seconds.items() if k != "decoder"}
-        emit({"row": "automatic", "seconds": t_auto, "decoder_s": dec,
-              "decoder_share": dec / t_auto, "post_s": t_auto - dec,
-              "post_share": (t_auto - dec) / t_auto, "post_steps_s": post,
-              "calls": dict(clock.calls), "clicks": args.points_per_side ** 2,
-              "s_per_click_decoder": dec / args.points_per_side ** 2,
-              "objects": len(result.instances), "ratio_auto_over_encode": t_auto / t_encode,
-              "settings": {k: getattr(settings, k) for k in given}})
+        runs = [("automatic", settings)]
+        if args.keep_all:
+            runs.append(("automatic-keep-all", replace(
+                settings, points_per_side=args.keep_all, pred_iou_thresh=-1.0,
+                stability_score_thresh=-1.0)))
+        for name, run_settings in runs:
+            clock = Clock()
+            t0 = time.perf_counter()
+            with timed_calls(clock, adapter):
+                result = plane.segment_plane(adapter, encoder.embed, ref, run_settings)
+            t_auto = time.perf_counter() - t0
+            dec = clock.seconds.get("decoder", 0.0)
+            clicks = run_settings.points_per_side ** 2
+            emit({"row": name, "seconds": t_auto, "decoder_s": dec,
+                  "decoder_share": dec / t_auto, "post_s": t_auto - dec,
+                  "post_share": (t_auto - dec) / t_auto,
+                  "post_steps_s": {k: round(v, 4) for k, v in clock.seconds.items()
+                                   if k != "decoder"},
+                  "calls": dict(clock.calls), "clicks": clicks,
+                  "s_per_click_decoder": dec / clicks, "objects": len(result.instances),
+                  "ratio_auto_over_encode": t_auto / t_encode,
+                  "settings": {k: getattr(run_settings, k) for k in
+                               (*given, "pred_iou_thresh", "stability_score_thresh")}})
         sizes = [int(b) for b in args.batches.split(",") if b.strip()]
         if sizes:
             batch_sweep(adapter, emb, sizes, args.batch_reps, adapter.input_size, emit)
+        if args.before_after:
+            before_after(adapter, emb, args.before_after, adapter.input_size, emit)
         bundle.close()
     return 0
 

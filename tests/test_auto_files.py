@@ -9,6 +9,7 @@ import pytest
 import tifffile
 
 from conftest import blob_image
+from napari_sam3_onnx import api
 from napari_sam3_onnx.cli import main
 from napari_sam3_onnx.testing.automatic import build_sloped_tracker
 from napari_sam3_onnx.testing.geometry import TestGeometry
@@ -63,14 +64,18 @@ def _singles(bundle, files, tmp_path, capsys):
     return out
 
 
-@pytest.mark.parametrize("where", [(), ("--workers", 2, "--no-processes")],
-                         ids=["serial", "dask-threads"])
+@pytest.mark.parametrize("where", [(), ("--workers", 2, "--no-processes", "--store", "emb.zarr")],
+                         ids=["serial", "dask-threads-store"])
 def test_many_files_give_what_each_file_gives_alone(bundle, files, tmp_path, capsys, where):
     ref = _singles(bundle, files, tmp_path, capsys)
+    where = [tmp_path / w if str(w).endswith(".zarr") else w for w in where]
     code, out, err = _run("segment-all", bundle, *files, "--out", tmp_path / "labels",
                           "--table", tmp_path / "all.csv", "--points-per-side", 8, *where,
                           capsys=capsys)
     assert code == 0, err
+    if where:  # the workers wrote every plane's embedding into the store, each once
+        report = api.verify_store(tmp_path / "emb.zarr")
+        assert len(report.entries) == 5 and report.count("ok") == 5
     assert "3 image(s)" in out
     rows = _rows(tmp_path / "all.csv")
     for name, (labels, table) in ref.items():
