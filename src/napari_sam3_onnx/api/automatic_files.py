@@ -83,9 +83,10 @@ def segment_file_task(ctx: _Context, path: str, image: str,
     bundle = _cached(("auto-bundle", ctx.folder, ctx.config), lambda: Bundle(
         _open_adapter(ctx.folder, ctx.config), Path(ctx.folder), ctx.config))
     store = None
-    if ctx.store is not None:
-        store = _cached(("store", ctx.store, ctx.tag, ctx.precision),
-                        lambda: EmbeddingStore(ctx.store, ctx.tag, ctx.precision))
+    where, tag = ctx.store, ctx.tag
+    if where is not None and tag is not None:
+        store = _cached(("store", where, tag, ctx.precision),
+                        lambda: EmbeddingStore(where, tag, ctx.precision))
     return _segment(bundle, store, path, image, opts)
 
 

@@ -97,7 +97,7 @@ def segment_all_tracked(
     st = None if store is None else bundle.open_store(store)
     auto = segment_all(bundle, view, settings=settings, window=window, slices=slice(key, key + 1),
                        store=st, image=image, link_iou=None, tile=tile, cancelled=cancelled)
-    plane = np.asarray(auto.labels[key])
+    plane = np.asarray(auto.labels)[key]
     seeds = {int(i): Seed.from_mask(key, plane == i) for i in np.unique(plane) if i}
     if not seeds:
         return TrackedSegmentation(np.zeros(view.shape, np.int32), key, auto.rows)
