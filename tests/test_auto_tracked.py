@@ -50,3 +50,30 @@ def test_a_2d_image_or_a_key_outside_the_stack_is_refused(bundle):
     stack = np.stack([blob_image(SHAPE, drifting(z)) for z in range(3)])
     with pytest.raises(PromptError, match="outside"):
         segment_all_tracked(bundle, stack, key=3, settings=FAST)
+
+
+def test_cli_propagate_from_writes_what_the_api_gives(bundle, tmp_path, capsys):
+    import csv
+
+    import tifffile
+
+    from napari_sam3_onnx.cli import main
+
+    stack = np.stack([blob_image(SHAPE, drifting(z), value=255) for z in range(5)])
+    tifffile.imwrite(tmp_path / "stack.tif", stack, photometric="minisblack")
+    code = main(["segment-all", str(bundle.folder), str(tmp_path / "stack.tif"), "--out",
+                 str(tmp_path / "tracked.tif"), "--table", str(tmp_path / "tracked.csv"),
+                 "--points-per-side", "12", "--propagate-from", "3"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "carried through 5 slice(s) (memory)" in out
+    got = tifffile.imread(tmp_path / "tracked.tif")
+    ref = segment_all_tracked(bundle, stack, key=3, settings=FAST)
+    np.testing.assert_array_equal(got, ref.labels)
+    with open(tmp_path / "tracked.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    want = sorted((z, int(i)) for z in range(5) for i in np.unique(ref.labels[z]) if i)
+    assert sorted((int(r["index_0"]), int(r["label"])) for r in rows) == want
+    code = main(["segment-all", str(bundle.folder), str(tmp_path / "stack.tif"), "--out",
+                 str(tmp_path / "x.tif"), "--propagate-from", "1", "--slices", "0:2"])
+    assert code == 2 and not (tmp_path / "x.tif").exists()

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+from scipy import ndimage
 
 from .. import api
 from ..api.automatic import auto_table_columns
 from ..api.automatic_files import FileOptions, iter_segment_files
+from ..api.automatic_tracked import segment_all_tracked
 from ..api.io import InputError, expand_inputs, image_names, parse_slices
 from ..engine.automatic import AutoMaskSettings
 from ..engine.automatic.linking import LINK_IOU
@@ -46,10 +51,16 @@ def cmd_segment_all(args: argparse.Namespace) -> int:
     """Automatic masks on every slice; labels to --out, objects to --table."""
     settings = _settings(args)
     paths = expand_inputs(args.inputs)
-    if len(paths) > 1 or args.workers or args.scheduler:
+    many = len(paths) > 1 or args.workers or args.scheduler
+    if args.propagate_from is not None and (many or args.rgb or args.slices):
+        raise InputError("--propagate-from takes one gray 3-D stack: leave out --workers, "
+                         "--scheduler, --rgb and --slices.")
+    if many:
         return _segment_files(args, paths, settings)
     args.input = paths[0]
     run = open_labels_run(args, "segment-all", Capability.CLICKS)
+    if args.propagate_from is not None:
+        return _segment_tracked(args, run, settings)
     rows: list[dict] = []
     bar = Bar("segment", quiet=args.quiet)
     link = None if args.no_link else args.link_iou
@@ -67,6 +78,44 @@ def cmd_segment_all(args: argparse.Namespace) -> int:
     write_labels_run(run, args, iter(results()), bar, auto_table_columns(run.n_lead), rows)
     objects = len({r["label"] for r in rows})
     print(f"{objects} object(s) on {len(job.indices(run.view))} slice(s) -> {args.out}"
+          + (f", table {args.table}" if args.table else ""))
+    return 0
+
+
+def _plane_rows(labels, z: int, key_rows: dict[int, dict]) -> list[dict]:
+    """Table rows of plane ``z`` of tracked labels: the key plane's scores, this plane's box."""
+    rows = []
+    for k, sl in enumerate(ndimage.find_objects(labels), 1):
+        if sl is None:
+            continue
+        key = key_rows.get(k, {})
+        rows.append({"label": k, "score": key.get("score", ""),
+                     "stability": key.get("stability", ""),
+                     "area_px": int(np.count_nonzero(labels[sl] == k)), "index_0": z,
+                     "bbox_row0": sl[0].start, "bbox_col0": sl[1].start,
+                     "bbox_row1": sl[0].stop - 1, "bbox_col1": sl[1].stop - 1})
+    return rows
+
+
+def _segment_tracked(args: argparse.Namespace, run, settings: AutoMaskSettings) -> int:
+    """--propagate-from Z: the key plane's objects carried through the stack (one id through z)."""
+    bar = Bar("propagate", quiet=args.quiet)
+    job = run.job
+    res = segment_all_tracked(run.bundle, run.view, key=args.propagate_from, settings=settings,
+                              window=job.window, store=run.store, image=job.image,
+                              tile=args.tile, progress=bar.update)
+    key_rows = {r["label"]: r for r in res.rows}
+    rows: list[dict] = []
+
+    def results():
+        for z in range(res.labels.shape[0]):
+            rows.extend(_plane_rows(res.labels[z], z, key_rows))
+            yield (z,), SimpleNamespace(labels=res.labels[z])
+
+    write_labels_run(run, args, iter(results()), bar, auto_table_columns(1), rows)
+    method = res.propagation.method if res.propagation is not None else "nothing to carry"
+    print(f"{len(key_rows)} object(s) found on slice {res.key}, carried through "
+          f"{res.labels.shape[0]} slice(s) ({method}) -> {args.out}"
           + (f", table {args.table}" if args.table else ""))
     return 0
 
@@ -200,6 +249,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--link-iou", type=fraction, default=LINK_IOU,
                    help=f"IoU linking objects of consecutive slices (default {LINK_IOU})")
     p.add_argument("--no-link", action="store_true", help="new ids on every slice")
+    p.add_argument("--propagate-from", type=int, metavar="Z",
+                   help="instead of linking: segment slice Z only and carry each of its objects "
+                   "through the stack with the memory graphs (one id through z; objects absent "
+                   "from slice Z are not found)")
     defaults = AutoMaskSettings()
     for name, kind in SAM_OPTIONS:
         p.add_argument(_flag(name), dest=name, type=kind, default=None,
