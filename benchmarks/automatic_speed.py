@@ -94,17 +94,18 @@ class Clock:
 
 @contextmanager
 def timed_calls(clock: Clock, adapter):
-    """Time the decoder (``adapter.predict_point_batch``) and each post-processing step."""
+    """Time the decoder (its ``predict_point_batch``) and each post-processing step."""
     saved = [(mod, name, getattr(mod, name)) for mod, name in STEPS]
     for mod, name, fn in saved:
         setattr(mod, name, clock.wrap(name, fn))
-    adapter.predict_point_batch = clock.wrap("decoder", adapter.predict_point_batch)
+    decoder = adapter.prompt_decoder
+    decoder.predict_point_batch = clock.wrap("decoder", decoder.predict_point_batch)
     try:
         yield clock
     finally:
         for mod, name, fn in saved:
             setattr(mod, name, fn)
-        del adapter.predict_point_batch  # the instance attribute; the method shows again
+        del decoder.predict_point_batch  # the instance attribute; the method shows again
 
 
 def open_bundle(spec: str, threads: int, workdir: Path) -> api.Bundle:
@@ -126,7 +127,7 @@ def batch_sweep(adapter, emb, sizes: list[int], reps: int, side_px: tuple[int, i
         for b in order:
             pts = (rng.uniform(0, 1, (max(b, 1), 2)) * [in_w, in_h]).astype(np.float32)
             t0 = time.perf_counter()
-            adapter.predict_point_batch(emb, pts)
+            adapter.prompt_decoder.predict_point_batch(emb, pts)
             per[b].append((time.perf_counter() - t0) / len(pts))
     for b in sizes:
         emit({"row": "decoder-batch", "batch": b, "s_per_click": float(np.median(per[b])),
@@ -138,25 +139,26 @@ def before_after(adapter, emb, n: int, side_px: tuple[int, int], emit) -> None:
 
     Interleaved, one repetition each, on the same embedding and clicks (nso bundles only).
     """
-    from napari_sam3_onnx.models.adapters import nso
+    from napari_sam3_onnx.models.adapters import _nso_roles as nso
     from napari_sam3_onnx.models.runtime import LazySession
 
-    if not getattr(adapter, "_batched", False):
+    decoder = adapter.prompt_decoder
+    if not getattr(decoder, "batched", False):
         return
     in_h, in_w = side_px
     pts = (np.random.default_rng(2).uniform(0, 1, (n, 2)) * [in_w, in_h]).astype(np.float32)
-    now, cap = adapter.decoder, nso.MAX_CLICKS_PER_CALL
+    now, cap = decoder.session, nso.MAX_CLICKS_PER_CALL
     before = LazySession(now.path, replace(now.config, cpu_mem_arena=False))
-    adapter.decoder = before
-    adapter.predict_point_batch(emb, pts[:1])
-    adapter.decoder = now
+    decoder.session = before
+    decoder.predict_point_batch(emb, pts[:1])
+    decoder.session = now
     seconds = {}
     for name, session, per_call in (("before", before, n), ("now", now, cap)):
-        adapter.decoder, nso.MAX_CLICKS_PER_CALL = session, per_call
+        decoder.session, nso.MAX_CLICKS_PER_CALL = session, per_call
         t0 = time.perf_counter()
-        adapter.predict_point_batch(emb, pts)
+        decoder.predict_point_batch(emb, pts)
         seconds[name] = (time.perf_counter() - t0) / n
-    adapter.decoder, nso.MAX_CLICKS_PER_CALL = now, cap
+    decoder.session, nso.MAX_CLICKS_PER_CALL = now, cap
     emit({"row": "decoder-before-after", "clicks": n,
           "before_s_per_click (arena off, all clicks in one call)": seconds["before"],
           f"now_s_per_click (arena on, {cap} per call)": seconds["now"],
@@ -213,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         t_encode = time.perf_counter() - t0
         emit({"row": "encode", "seconds": t_encode, "plane": [args.side, args.side],
               "input_size": list(adapter.input_size), "threads": args.threads,
-              "batched_decoder": bool(getattr(adapter, "_batched", False))})
-        adapter.predict_point_batch(emb, np.zeros((1, 2), np.float32))  # session load, warm
+              "batched_decoder": bool(getattr(adapter.prompt_decoder, "batched", False))})
+        adapter.prompt_decoder.predict_point_batch(emb, np.zeros((1, 2), np.float32))  # warm
 
         runs = [("automatic", settings)]
         if args.keep_all:

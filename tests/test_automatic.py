@@ -217,7 +217,7 @@ class _Counting(_PerObject):
 
 def test_nso_batched_decoding_caps_the_clicks_per_call(tmp_path):
     # A call repeats the image per click inside the graph: 64 clicks held 4.8 GB at full depth.
-    from napari_sam3_onnx.models.adapters.nso import MAX_CLICKS_PER_CALL
+    from napari_sam3_onnx.models.adapters._nso_roles import MAX_CLICKS_PER_CALL
     from napari_sam3_onnx.testing.nso import build_nso
 
     ad = open_bundle(build_nso(tmp_path))
@@ -225,11 +225,11 @@ def test_nso_batched_decoding_caps_the_clicks_per_call(tmp_path):
     emb = ad.encode(img)
     n = 2 * MAX_CLICKS_PER_CALL + 3
     xy = np.stack([np.linspace(3, 80, n), np.linspace(50, 5, n)], 1).astype(np.float32)
-    single = ad.predict_point_batch(emb, xy)
     decoder = ad.prompt_decoder
+    single = [decoder.predict_masks(emb, p[None], np.ones(1, np.int64)) for p in xy]
     counting = _Counting(decoder.session)
     decoder.batched, decoder.session = True, counting
-    batched = ad.predict_point_batch(emb, xy)
+    batched = decoder.predict_point_batch(emb, xy)
     assert counting.batches == [MAX_CLICKS_PER_CALL, MAX_CLICKS_PER_CALL, 3]
     assert len(batched) == n
     for a, b in zip(single, batched, strict=True):
