@@ -120,3 +120,31 @@ def test_prompt_decoder_takes_a_batch_of_single_clicks(bundle, model):
                        torch.ones(1, 1, dtype=torch.int32), torch.zeros(1, 1, 288, 288),
                        torch.zeros(1))
         np.testing.assert_allclose(got.logits, ref[0][0].numpy(), atol=1e-3)
+
+
+def test_shared_image_decoder_equals_upstream_repeat_image(model):
+    """The exported head does the image's own work once; upstream repeats the image per object."""
+    import torch
+
+    from napari_sam3_onnx.export import graphs as G
+
+    wrap = G.PromptDecoder(model).eval()
+    g = torch.Generator().manual_seed(5)
+    img, f0, f1 = (torch.randn(*s, generator=g) for s in
+                   ((1, 256, 72, 72), (1, 32, 288, 288), (1, 64, 144, 144)))
+    pts = torch.rand(3, 2, 2, generator=g) * 1008  # 3 objects, a click and a negative each
+    lab = torch.tensor([[1, 0], [1, 0], [1, 1]], dtype=torch.int32)
+    mask = torch.randn(1, 1, 288, 288, generator=g) * 4
+    for has in (0.0, 1.0):
+        with torch.no_grad():
+            got = wrap(img, f0, f1, pts, lab, mask, torch.tensor([has]))
+            pe = wrap.prompt_encoder
+            sparse, no_mask = pe(points=(pts, lab), boxes=None, masks=None)
+            dense = no_mask if has == 0 else pe.mask_downscaling(mask)
+            ref = wrap.mask_decoder.predict_masks(
+                image_embeddings=img, image_pe=wrap.image_pe, sparse_prompt_embeddings=sparse,
+                dense_prompt_embeddings=dense, repeat_image=True, high_res_features=[f0, f1])
+        for a, b in zip(got[:3], (ref[0], ref[1], ref[3]), strict=True):
+            assert a.shape == b.shape
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+        assert not torch.equal(got[0][0], got[0][1])  # the objects differ: not one broadcast

@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+from scipy import ndimage
 
 from .. import api
 from ..api.automatic import auto_table_columns
-from ..api.io import InputError, expand_inputs
+from ..api.automatic_files import FileOptions, iter_segment_files
+from ..api.automatic_tracked import segment_all_tracked
+from ..api.io import InputError, expand_inputs, image_names, parse_slices
 from ..engine.automatic import AutoMaskSettings
 from ..engine.automatic.linking import LINK_IOU
 from ..models.base import Capability
-from .args import FMT, _image_args, _tile_arg, _wrap, finite, fraction
-from .batch_cmds import open_labels_run, write_labels_run
-from .guard import check_outputs
-from .output import write_table
+from .args import FMT, _image_args, _tile_arg, _wrap, finite, fraction, whole
+from .batch_cmds import (
+    _bundle,
+    _labels_metadata,
+    _need_distributed,
+    _window,
+    open_labels_run,
+    write_labels_run,
+)
+from .guard import check_outputs, check_store
+from .output import write_labels, write_table
 from .progress import Bar
 
 #: Options named as SAM's ``SamAutomaticMaskGenerator`` arguments (``--points-per-side``, ...).
@@ -37,7 +50,17 @@ def _settings(args: argparse.Namespace) -> AutoMaskSettings:
 def cmd_segment_all(args: argparse.Namespace) -> int:
     """Automatic masks on every slice; labels to --out, objects to --table."""
     settings = _settings(args)
+    paths = expand_inputs(args.inputs)
+    many = len(paths) > 1 or args.workers or args.scheduler
+    if args.propagate_from is not None and (many or args.rgb or args.slices):
+        raise InputError("--propagate-from takes one gray 3-D stack: leave out --workers, "
+                         "--scheduler, --rgb and --slices.")
+    if many:
+        return _segment_files(args, paths, settings)
+    args.input = paths[0]
     run = open_labels_run(args, "segment-all", Capability.CLICKS)
+    if args.propagate_from is not None:
+        return _segment_tracked(args, run, settings)
     rows: list[dict] = []
     bar = Bar("segment", quiet=args.quiet)
     link = None if args.no_link else args.link_iou
@@ -55,6 +78,111 @@ def cmd_segment_all(args: argparse.Namespace) -> int:
     write_labels_run(run, args, iter(results()), bar, auto_table_columns(run.n_lead), rows)
     objects = len({r["label"] for r in rows})
     print(f"{objects} object(s) on {len(job.indices(run.view))} slice(s) -> {args.out}"
+          + (f", table {args.table}" if args.table else ""))
+    return 0
+
+
+def _plane_rows(labels, z: int, key_rows: dict[int, dict]) -> list[dict]:
+    """Table rows of plane ``z`` of tracked labels: the key plane's scores, this plane's box."""
+    rows = []
+    for k, sl in enumerate(ndimage.find_objects(labels), 1):
+        if sl is None:
+            continue
+        key = key_rows.get(k, {})
+        rows.append({"label": k, "score": key.get("score", ""),
+                     "stability": key.get("stability", ""),
+                     "area_px": int(np.count_nonzero(labels[sl] == k)), "index_0": z,
+                     "bbox_row0": sl[0].start, "bbox_col0": sl[1].start,
+                     "bbox_row1": sl[0].stop - 1, "bbox_col1": sl[1].stop - 1})
+    return rows
+
+
+def _segment_tracked(args: argparse.Namespace, run, settings: AutoMaskSettings) -> int:
+    """--propagate-from Z: the key plane's objects carried through the stack (one id through z)."""
+    bar = Bar("propagate", quiet=args.quiet)
+    job = run.job
+    res = segment_all_tracked(run.bundle, run.view, key=args.propagate_from, settings=settings,
+                              window=job.window, store=run.store, image=job.image,
+                              tile=args.tile, progress=bar.update)
+    key_rows = {r["label"]: r for r in res.rows}
+    rows: list[dict] = []
+
+    def results():
+        for z in range(res.labels.shape[0]):
+            rows.extend(_plane_rows(res.labels[z], z, key_rows))
+            yield (z,), SimpleNamespace(labels=res.labels[z])
+
+    write_labels_run(run, args, iter(results()), bar, auto_table_columns(1), rows)
+    method = res.propagation.method if res.propagation is not None else "nothing to carry"
+    print(f"{len(key_rows)} object(s) found on slice {res.key}, carried through "
+          f"{res.labels.shape[0]} slice(s) ({method}) -> {args.out}"
+          + (f", table {args.table}" if args.table else ""))
+    return 0
+
+
+def _file_outputs(args: argparse.Namespace, paths: list[Path], names: list[str]) -> list[Path]:
+    """``--out`` as a folder (created if missing): ``OUT/<image name>.tif`` per input, checked."""
+    out = args.out
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: with several images (or --workers/--scheduler) --out "
+                         "is a folder that gets one labels file per image; this is a file.")
+    if args.table is not None and args.table.is_dir():
+        raise InputError(f"--table {args.table}: give a CSV file (one table for every image).")
+    targets = [out / f"{n}.tif" for n in names]
+    protected = [*(("input image", p) for p in paths), ("embedding store", args.store)]
+    if not out.exists():
+        if not out.parent.is_dir():
+            raise InputError(f"--out {out}: the folder {out.parent} does not exist.")
+        out.mkdir()
+    outputs = [*(("--out", t) for t in targets), ("--table", args.table)]
+    check_outputs(outputs, protected, args.overwrite)
+    if args.store is not None:
+        check_store(args.store, [("input image", p) for p in paths])
+    return targets
+
+
+def _segment_files(args: argparse.Namespace, paths: list[Path],
+                   settings: AutoMaskSettings) -> int:
+    """Many images (or a cluster): one labels file per image in --out, one --table for all."""
+    if (args.scheduler or args.workers) and args.tile:
+        raise InputError("--tile runs in this process: leave out --workers/--scheduler.")
+    if args.scheduler or args.workers:
+        _need_distributed()
+    names = image_names(paths)
+    targets = _file_outputs(args, paths, names)
+    bundle = _bundle(args)
+    bundle.adapter.require(Capability.CLICKS)
+    opts = FileOptions(settings, args.axis, args.rgb, _window(args), parse_slices(args.slices),
+                       None if args.no_link else args.link_iou, args.tile)
+    client = None
+    if args.scheduler or args.workers:
+        from ..api.cluster import make_client
+
+        client = make_client(args.scheduler, args.workers, processes=not args.no_processes)
+    bar = Bar("segment", unit="image", quiet=args.quiet)
+    rows: list[dict] = []
+    n_lead = 0
+    try:
+        for done, res in enumerate(iter_segment_files(bundle, paths, names, opts,
+                                                      store=args.store, client=client), 1):
+            labels = res.labels
+            n_lead = max(n_lead, labels.ndim - 2)
+            planes = labels.reshape(-1, *labels.shape[-2:])
+            write_labels(targets[res.position], labels.shape, iter(planes),
+                         **_labels_metadata(args, paths[res.position],
+                                            labels.ndim + (1 if args.rgb else 0)))
+            rows.extend({"image": names[res.position], **r} for r in res.rows)
+            bar.update(done, len(paths))
+    finally:
+        bar.close()
+        if client is not None:
+            from ..api.cluster import close_client
+
+            close_client(client)
+    if args.table is not None:
+        rows.sort(key=lambda r: names.index(r["image"]))
+        write_table(args.table, ["image", *auto_table_columns(n_lead)], rows)
+    print(f"{len(rows)} object row(s) in {len(paths)} image(s) -> {args.out}"
           + (f", table {args.table}" if args.table else ""))
     return 0
 
@@ -108,19 +236,35 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         epilog="example:\n  napari-sam3-onnx segment-all hf-tracker nuclei.tif --out labels.tif "
         "--table objects.csv --store emb.zarr --points-per-side 24")
     p.add_argument("bundle", help="bundle id or folder (needs 'clicks')")
-    p.add_argument("input", type=Path, help="one TIFF, .npy or zarr/OME-Zarr image")
-    p.add_argument("--out", type=Path, required=True, help="labels file: .tif, .npy or .zarr")
-    p.add_argument("--table", type=Path, help="CSV file with one row per object and slice")
+    p.add_argument("inputs", nargs="+", type=Path,
+                   help="TIFF, .npy or zarr/OME-Zarr images, or folders of them")
+    p.add_argument("--out", type=Path, required=True,
+                   help="labels file (.tif, .npy or .zarr); with several images a folder that "
+                   "gets <image name>.tif for each")
+    p.add_argument("--table", type=Path, help="CSV file with one row per object and slice "
+                   "(with several images: one table, an 'image' column first)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace --out/--table if they exist (never the input or the store)")
     p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
     p.add_argument("--link-iou", type=fraction, default=LINK_IOU,
                    help=f"IoU linking objects of consecutive slices (default {LINK_IOU})")
     p.add_argument("--no-link", action="store_true", help="new ids on every slice")
+    p.add_argument("--propagate-from", type=int, metavar="Z",
+                   help="instead of linking: segment slice Z only and carry each of its objects "
+                   "through the stack with the memory graphs (one id through z; objects absent "
+                   "from slice Z are not found)")
     defaults = AutoMaskSettings()
     for name, kind in SAM_OPTIONS:
         p.add_argument(_flag(name), dest=name, type=kind, default=None,
                        help=f"SAM's {name} (default {getattr(defaults, name):.4g})")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=whole(1, "--workers"), metavar="N",
+                       help="segment the images on a local dask cluster of N one-thread workers "
+                       "(one task per image)")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="segment on a running dask.distributed scheduler (tcp://host:8786)")
+    p.add_argument("--no-processes", action="store_true",
+                   help="with --workers: threads in this process instead of worker processes")
     _tile_arg(p)
     _image_args(p)
     p.set_defaults(func=cmd_segment_all)

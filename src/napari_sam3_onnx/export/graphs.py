@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import attend
+from .shared_image import predict_masks_shared_image
 
 SCALP_LEVELS = 3  # the VL backbone drops the 4th (36 x 36) level (scalp=1)
 
@@ -216,11 +217,11 @@ class PromptDecoder(nn.Module):
         sparse, no_mask = self.prompt_encoder(points=(point_coords, point_labels), boxes=None,
                                               masks=None)
         with_mask = self.prompt_encoder.mask_downscaling(mask_input)
-        dense = torch.where(has_mask_input.reshape(1, 1, 1, 1) > 0.5, with_mask, no_mask)
-        masks, iou, tokens, obj = self.mask_decoder.predict_masks(
-            image_embeddings=image_embed, image_pe=self.image_pe,
-            sparse_prompt_embeddings=sparse, dense_prompt_embeddings=dense,
-            repeat_image=True, high_res_features=[trk_feat_0, trk_feat_1])  # image -> B
+        # one image, one mask prompt: the dense prompt is the same for every object
+        dense = torch.where(has_mask_input.reshape(1, 1, 1, 1) > 0.5, with_mask, no_mask[:1])
+        masks, iou, tokens, obj = predict_masks_shared_image(
+            self.mask_decoder, image_embed, self.image_pe, sparse, dense,
+            [trk_feat_0, trk_feat_1])  # upstream's repeat_image=True, image work done once
         ptr = self.obj_ptr_proj(tokens)
         present = (obj > 0).float()[:, :, None]
         ptr = present * ptr + (1 - present) * self.no_obj_ptr

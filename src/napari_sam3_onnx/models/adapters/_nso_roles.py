@@ -26,6 +26,12 @@ from ._padding import PaddingDecision, with_padding
 DET = ("det_fpn_0", "det_fpn_1", "det_fpn_2")
 DECODER_OUTPUTS = ("masks", "iou_scores", "object_score_logits", "object_pointers")
 DETECTOR_OUTPUTS = ("pred_logits", "pred_boxes", "pred_masks", "presence_logit")
+#: Most clicks the batched prompt decoder gets per call. Every object repeats the image inside
+#: the graph (~60 MB of fp32 intermediates each at 1008 px), so per-click time stops improving
+#: beyond a few clicks while the memory grows with the batch: at full depth on a 2-core CPU,
+#: 16 clicks per call cost 0.27 s per click with a 1.0 GB peak, 64 the same with 4.8 GB
+#: (docs/automatic.md, "Speed").
+MAX_CLICKS_PER_CALL = 8
 
 
 @dataclass
@@ -110,6 +116,11 @@ class NsoPromptDecoder:
         one = np.ones(1, np.int64)
         if not self.batched or len(pts) <= 1:
             return [self.predict_masks(embedding, p[None], one) for p in pts]
+        return [c for s in range(0, len(pts), MAX_CLICKS_PER_CALL)
+                for c in self._decode_clicks(embedding, pts[s:s + MAX_CLICKS_PER_CALL])]
+
+    def _decode_clicks(self, embedding: Embedding, pts: np.ndarray) -> list[MaskCandidates]:
+        """One batched decoder call: ``(B, 2)`` points, each its own positive click."""
         feats = embedding.features
         out = self.session.run(DECODER_OUTPUTS, {
             "image_embed": self._top(embedding), "trk_feat_0": feats["trk_feat_0"],
