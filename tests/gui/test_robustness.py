@@ -7,9 +7,9 @@ import threading
 import numpy as np
 import pytest
 
-from napari_sam3_onnx._napari import workers
 from napari_sam3_onnx._napari.clicks.session import DEBOUNCE_MS
 from napari_sam3_onnx._napari.layers import same
+from napari_sam3_onnx.api import clicks as click_flow
 
 from .gui_helpers import blob_stack, iou, settle
 
@@ -126,8 +126,8 @@ def test_keys_3d_view_message_and_feedback_logits(make_widget, qtbot, monkeypatc
     viewer, _image, w = make_widget(stack)
     lay, k = w.session.layers, 2
     seen = []
-    real = workers.segment_prompt
-    monkeypatch.setattr(workers, "segment_prompt",
+    real = click_flow.segment_prompt
+    monkeypatch.setattr(click_flow, "segment_prompt",
                         lambda a, e, p, t: seen.append(p) or real(a, e, p, t))
     viewer.dims.set_current_step(0, k)
     keys = viewer.window._qt_viewer._key_map_handler

@@ -31,7 +31,6 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.automatic import AutoMaskSettings
-from ..engine.concepts.detector_box import segment_prompt
 from ..engine.encoding import SliceRef
 from ..engine.interactive import ObjectMask, Prompt
 from ..engine.slices import extract_plane
@@ -44,6 +43,7 @@ from ..engine.tiling.tiles import TileSettings, as_tiling
 from ..models.base import Capability
 from .automatic import AutoSegmentation, AutoStep, iter_segment_all, segment_all
 from .bundles import Bundle, open_bundle
+from .clicks import segment_object
 from .evaluate import EvaluationReport, evaluate
 from .io import InputError, image_names, parse_slices, planes_view, read_image
 from .jobs import StackJob
@@ -240,9 +240,8 @@ def segment(
     check_box(box_rc, plane.shape)
     ref = SliceRef(view, index, rgb, win, source=image, data_version=fingerprint(plane))
     st = None if store is None else bundle.open_store(store)
-    need = Capability.CLICKS if bundle.adapter.has(Capability.CLICKS) else Capability.TEXT
-    emb = bundle.encoder(st, bundle.cache).embed(ref, need)
     prompt = Prompt.clicks(pts, labels, box_rc, mask_logits)
     detector = not bundle.adapter.has(Capability.CLICKS) and bundle.adapter.has(Capability.TEXT)
-    return segment_prompt(bundle.adapter, emb, prompt, bundle.texts if detector else None)
+    return segment_object(bundle.encoder(st, bundle.cache), ref, prompt,
+                          bundle.texts if detector else None)
 

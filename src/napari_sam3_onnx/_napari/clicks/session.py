@@ -17,6 +17,7 @@ from napari_sam3_onnx._napari import commit, layers, workers
 from napari_sam3_onnx._napari.clicks import fov, prompts
 from napari_sam3_onnx._napari.clicks.debounce import Debouncer
 from napari_sam3_onnx._napari.hints import contrast_hint
+from napari_sam3_onnx.api import clicks as click_flow
 from napari_sam3_onnx.api.prompts import group_objects, with_feedback
 from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.concepts.search import TextCache
@@ -160,21 +161,21 @@ class ClickSession:
             return
         ref = layers.slice_ref(lay.image, index, self.data_version(lay.image))
         ref = self.view.ref(self.viewer, lay.image, ref, [o.prompt for o in objects])
-        job = workers.Job(self.generation, ref, [(o.key, with_feedback(o, self._last))
+        job = click_flow.Job(self.generation, ref, [(o.key, with_feedback(o, self._last))
                                                  for o in objects], self.view.tiling)
-        encoding = workers.will_encode(encoder, job)
+        encoding = click_flow.will_encode(encoder, job)
         if encoding:
             self._encoding += 1
             self._cancelled = False  # waiting again
             self.busy(True, f"Encoding {layers.index_label(lay.image, index)} of "
                             f"'{lay.image.name}' (once per plane)...")
         self._running += 1
-        workers.start(workers.run_job, encoder, job, self.texts,
-                      on_result=lambda result: self._apply(cast(workers.JobResult, result)),
+        workers.start(click_flow.run_job, encoder, job, self.texts,
+                      on_result=lambda result: self._apply(cast(click_flow.JobResult, result)),
                       on_error=self._failed,
                       on_finish=lambda: self._finished(encoding))
 
-    def _apply(self, result: workers.JobResult) -> None:
+    def _apply(self, result: click_flow.JobResult) -> None:
         lay = self.layers
         if result.job.generation != self.generation or lay is None or lay.image not in (
             self.viewer.layers
@@ -250,9 +251,9 @@ class ClickSession:
     def _prefetch(self, ref: SliceRef) -> None:
         """Encode the planes before and after the current one, in the background."""
         lay = self.layers
-        refs = [] if lay is None else workers.neighbours(ref, layers.plane_shape(lay.image))
+        refs = [] if lay is None else click_flow.neighbours(ref, layers.plane_shape(lay.image))
         if refs and self.encoder is not None:
-            workers.start(workers.prefetch, self.encoder, refs,
+            workers.start(click_flow.prefetch, self.encoder, refs,
                           on_result=lambda _n: None, on_error=self._failed)
 
     # ---- actions ---------------------------------------------------------------------
