@@ -20,7 +20,8 @@ in turn instead (no interleaving; for a machine that cannot hold them all).
 default (``--memories 7 --pointers 16``: SAM 3's ``num_maskmem`` spatial memories - one
 conditioning slice at row 6 and six recent ones at rows 0-5 - and ``max_obj_ptrs`` object
 pointers, the conditioning one plus 15 recent, as ``engine/memory_bank.py`` selects them once a
-propagation is 16 slices in).
+propagation is 16 slices in). ``--graph language_encoder`` loads the text encoder alone (its
+load time and memory) and encodes one short phrase.
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ def worker(bundle: Path, threads: int, graph: str = "image_encoder", memories: i
     if graph == "memory_attention":
         feed = memory_attention_feed({i.name: i.shape for i in sess.get_inputs()}, memories,
                                      pointers)
+    elif graph == "language_encoder":
+        tokens = np.zeros([d if isinstance(d, int) else 32 for d in sess.get_inputs()[0].shape],
+                          np.int64)
+        tokens[0, :3] = (49406, 2271, 49407)  # CLIP start, "cell", end; 0-padded
+        feed = {sess.get_inputs()[0].name: tokens}
     else:
         inp = sess.get_inputs()[0]
         size = [d if isinstance(d, int) else 1 for d in inp.shape]
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--one-at-a-time", action="store_true")
-    p.add_argument("--graph", choices=("image_encoder", "memory_attention"),
+    p.add_argument("--graph", choices=("image_encoder", "memory_attention", "language_encoder"),
                    default="image_encoder")
     p.add_argument("--memories", type=int, default=7,
                    help="memory_attention: spatial memories (full bank: 7)")

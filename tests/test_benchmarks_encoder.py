@@ -63,3 +63,17 @@ def test_memory_attention_case_runs_the_full_bank_shapes(tmp_path):
     assert doc["graph"] == "memory_attention" and doc["complete"] is True
     assert [m["bundle"] for m in doc["measurements"]] == [str(a), str(a)]
     assert all(m["checksum"] > 0 for m in doc["measurements"])
+
+
+def test_language_encoder_case_reports_load_and_memory(tmp_path):
+    from napari_sam3_onnx.testing.nso import build_nso
+
+    a = build_nso(tmp_path / "a", memory=False)
+    out = tmp_path / "lang.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "encoder.py"), str(a),
+                           "--graph", "language_encoder", "--reps", "1", "--threads", "1",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    row = doc["rows"][0]
+    assert doc["graph"] == "language_encoder" and row["load_s"] > 0 and row["peak_rss_gb"] > 0
