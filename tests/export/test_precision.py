@@ -74,7 +74,8 @@ def test_int8_is_measured_by_every_decision_and_is_smaller(bundle, fp32_decision
     """The int8 variant through the whole gate (pass or fail is the model's, not the test's).
 
     On this reduced random model (2 ViT blocks, both int8) it fails the click gate (mask IoU
-    0.94) and the exemplar gate (103 of 105 kept) - docs/export.md.
+    0.94; with the former 8-bit token table also the exemplar gate, 103 of 105 kept) -
+    docs/export.md.
     """
     import onnx
 
