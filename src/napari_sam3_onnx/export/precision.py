@@ -151,7 +151,7 @@ def add_precision_arguments(p: argparse.ArgumentParser, default: str = "fp32") -
     p.add_argument("--int8-token-table", choices=("fp16", "int8", "fp32"), default="fp16",
                    help="int8: storage of the language encoder's token embedding "
                         "(int8: one scale per table, 1.4 %% text-feature error on the reduced "
-                        "model; fp16: lossless lookups, +100 MB at full size)")
+                        "model; fp16: float16 rounding only, +100 MB at full size)")
     p.add_argument("--keep-failed", action="store_true", help="keep a bundle that fails the gate")
     p.add_argument("--skip-gate", action="store_true",
                    help="write the variant ungated (manifest: decision_gate 'not run'); "
