@@ -165,15 +165,15 @@ def cached_decisions(fp32: Path, cache: Path | None) -> dict:
 
     key = {n: f["sha256"] for n, f in read_manifest(fp32)["files"].items()}
     if cache is not None and cache.is_file():
-        with open(cache, "rb") as f:
-            stored = pickle.load(f)
+        with open(cache, "rb") as fin:
+            stored = pickle.load(fin)
         if stored.get("key") == key:
             return stored["decisions"]
     out = decisions(fp32)
     if cache is not None:
         tmp = cache.with_name(cache.name + ".tmp")
-        with open(tmp, "wb") as f:
-            pickle.dump({"key": key, "decisions": out}, f)
+        with open(tmp, "wb") as fout:
+            pickle.dump({"key": key, "decisions": out}, fout)
         tmp.replace(cache)
     return out
 
