@@ -15,6 +15,13 @@ it is measured and the JSON is rewritten after each one (a killed run keeps what
 
 The workers live side by side (their memory adds up); ``--one-at-a-time`` measures each variant
 in turn instead (no interleaving; for a machine that cannot hold them all).
+
+``--graph memory_attention`` times that graph instead, at the memory bank's full size by
+default (``--memories 7 --pointers 16``: SAM 3's ``num_maskmem`` spatial memories - one
+conditioning slice at row 6 and six recent ones at rows 0-5 - and ``max_obj_ptrs`` object
+pointers, the conditioning one plus 15 recent, as ``engine/memory_bank.py`` selects them once a
+propagation is 16 slices in). ``--graph language_encoder`` loads the text encoder alone (its
+load time and memory) and encodes one short phrase.
 """
 
 from __future__ import annotations
@@ -45,14 +52,41 @@ def _rss_mb() -> float:
         return float("nan")
 
 
-def worker(bundle: Path, threads: int) -> None:
-    """Child: load the encoder, answer ``run`` lines with one timed encode (JSON lines)."""
+def memory_attention_feed(shapes: dict[str, list], memories: int, pointers: int,
+                          max_obj_ptrs: int = 16, num_maskmem: int = 7
+                          ) -> dict[str, np.ndarray]:
+    """Seeded inputs of ``memory_attention`` for ``memories`` spatial memories and ``pointers``.
+
+    ``shapes``: each input's shape as the graph declares it (the dynamic memory and pointer
+    axes are set here; SAM 3: ``trk_feat_2 [1,256,72,72]``, ``memory_feats [M,64,72,72]``,
+    ``pointers [P,256]``). Rows and pointer positions as the engine's memory bank makes them
+    for a propagation past ``max_obj_ptrs`` slices: the conditioning memory at row
+    ``num_maskmem - 1``, the recent ones at rows ``0 .. memories - 2``; pointer distances
+    ``max_obj_ptrs - 1`` (the conditioning slice) then ``1 .. pointers - 1``, divided by
+    ``max_obj_ptrs - 1``.
+    """
+    rng = np.random.default_rng(1)
+
+    def normal(name: str, first: int) -> np.ndarray:
+        return rng.normal(0, 1, [first, *shapes[name][1:]]).astype(np.float32)
+
+    dist = ([max_obj_ptrs - 1, *list(range(1, pointers))])[:pointers]
+    return {"trk_feat_2": normal("trk_feat_2", 1),
+            "memory_feats": normal("memory_feats", memories),
+            "memory_rows": np.asarray([num_maskmem - 1, *list(range(memories - 1))], np.int64),
+            "pointers": normal("pointers", pointers),
+            "pointer_tpos": np.asarray(dist, np.float32) / (max_obj_ptrs - 1)}
+
+
+def worker(bundle: Path, threads: int, graph: str = "image_encoder", memories: int = 7,
+           pointers: int = 16) -> None:
+    """Child: load the graph, answer ``run`` lines with one timed run (JSON lines)."""
     import onnxruntime as ort
 
     manifest = bundle / "manifest.json"
-    name = "image_encoder.onnx"
+    name = f"{graph}.onnx"
     if manifest.is_file():
-        name = json.loads(manifest.read_text()).get("graphs", {}).get("image_encoder", name)
+        name = json.loads(manifest.read_text()).get("graphs", {}).get(graph, name)
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -60,9 +94,18 @@ def worker(bundle: Path, threads: int) -> None:
     t0 = time.perf_counter()
     sess = ort.InferenceSession(str(bundle / name), so, providers=["CPUExecutionProvider"])
     load = time.perf_counter() - t0
-    inp = sess.get_inputs()[0]
-    size = [d if isinstance(d, int) else 1 for d in inp.shape]
-    x = np.random.default_rng(0).uniform(-1, 1, size).astype(np.float32)
+    if graph == "memory_attention":
+        feed = memory_attention_feed({i.name: i.shape for i in sess.get_inputs()}, memories,
+                                     pointers)
+    elif graph == "language_encoder":
+        tokens = np.zeros([d if isinstance(d, int) else 32 for d in sess.get_inputs()[0].shape],
+                          np.int64)
+        tokens[0, :3] = (49406, 2271, 49407)  # CLIP start, "cell", end; 0-padded
+        feed = {sess.get_inputs()[0].name: tokens}
+    else:
+        inp = sess.get_inputs()[0]
+        size = [d if isinstance(d, int) else 1 for d in inp.shape]
+        feed = {inp.name: np.random.default_rng(0).uniform(-1, 1, size).astype(np.float32)}
     print(json.dumps({"ready": True, "load_s": load, "rss_after_load_mb": _rss_mb(),
                       "bytes_on_disk": sum(p.stat().st_size for p in bundle.iterdir()
                                            if p.is_file())}), flush=True)
@@ -70,7 +113,7 @@ def worker(bundle: Path, threads: int) -> None:
         if line.strip() != "run":
             break
         t0 = time.perf_counter()
-        out = sess.run(None, {inp.name: x})
+        out = sess.run(None, feed)
         dt = time.perf_counter() - t0
         print(json.dumps({"seconds": dt, "peak_mb": _peak_mb(),
                           "checksum": float(sum(np.abs(o).mean() for o in out))}), flush=True)
@@ -79,11 +122,12 @@ def worker(bundle: Path, threads: int) -> None:
 class Worker:
     """A fresh process holding one bundle's encoder session."""
 
-    def __init__(self, bundle: Path, threads: int) -> None:
+    def __init__(self, bundle: Path, threads: int, extra: tuple[str, ...] = ()) -> None:
         self.bundle = bundle
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", str(bundle), "--threads", str(threads)],
+            [sys.executable, __file__, "--worker", str(bundle), "--threads", str(threads),
+             *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.info = self._read()
 
@@ -149,10 +193,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--one-at-a-time", action="store_true")
+    p.add_argument("--graph", choices=("image_encoder", "memory_attention", "language_encoder"),
+                   default="image_encoder")
+    p.add_argument("--memories", type=int, default=7,
+                   help="memory_attention: spatial memories (full bank: 7)")
+    p.add_argument("--pointers", type=int, default=16,
+                   help="memory_attention: object pointers (full bank: 16)")
     p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    extra = ("--graph", args.graph, "--memories", str(args.memories),
+             "--pointers", str(args.pointers))
     if args.worker is not None:
-        worker(args.worker, args.threads)
+        worker(args.worker, args.threads, args.graph, args.memories, args.pointers)
         return 0
     if len(args.bundles) < 1:
         p.error("name one or more bundle folders (the first is the baseline)")
@@ -166,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def save(done: bool) -> None:
         rows = summarise(times, infos, peaks) if len(infos) == len(names) else []
-        payload = {"threads": args.threads, "reps": args.reps, "loadavg": os.getloadavg(),
+        payload = {"graph": args.graph, "threads": args.threads, "reps": args.reps,
+                   "loadavg": os.getloadavg(),
                    "complete": done, "measurements": log, "rows": rows}
         tmp = out.with_suffix(".tmp")
         tmp.write_text(json.dumps(payload, indent=2))
@@ -177,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         workers = {}
         try:
             for b in group:
-                workers[str(b)] = w = Worker(b, args.threads)
+                workers[str(b)] = w = Worker(b, args.threads, extra)
                 infos[str(b)] = w.info
                 print(f"loaded {b} in {w.info['load_s']:.1f} s "
                       f"(RSS {w.info['rss_after_load_mb'] / 1024:.2f} GB)", flush=True)

@@ -6,7 +6,10 @@
 # benchmarks/results/<host>-<date>.json.
 #
 # Usage: bash benchmarks/gpu.sh [run.py options, e.g. --bundle /data/sam3-tracker-onnx]
-# Env:   PYTHON (default python3), VENV (default .venv-gpu), ORT_GPU (pip spec of onnxruntime-gpu)
+#        (issue 17 item 8: --bundle FP32_BUNDLE --bundle FP16_BUNDLE --only-bundles)
+# Env:   PYTHON (default python3), VENV (default .venv-gpu), ORT_GPU (pip spec of onnxruntime-gpu),
+#        DRY=1: no venv, no installs - PYTHON's own onnxruntime, run.py --quick (checks the
+#        script end to end on a machine without a GPU; its figures mean nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +19,11 @@ ORT_GPU=${ORT_GPU:-onnxruntime-gpu}
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
   --format=csv,noheader || echo "warning: nvidia-smi not found; the sweep may find only the CPU" >&2
+
+if [ "${DRY:-0}" = 1 ]; then
+  "$PY" -c "import onnxruntime as o; print('dry run: onnxruntime', o.__version__, o.get_available_providers())"
+  exec "$PY" benchmarks/run.py --providers --no-gui --quick "$@"
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,3 +36,44 @@ def test_encoder_benchmark_interleaves_and_reports_each_variant(tmp_path):
         assert r["reps"] == 3 and r["median_s"] > 0 and r["peak_rss_gb"] > 0.01
         assert r["ratio_iqr"][0] <= r["ratio_to_first"] <= r["ratio_iqr"][1]
     assert proc.stdout.count("rep ") >= 6  # each measurement printed as it came
+
+
+def test_memory_attention_case_runs_the_full_bank_shapes(tmp_path):
+    """``--graph memory_attention``: 7 memories + 16 pointers fed at the graph's own sizes."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from encoder import memory_attention_feed
+
+    from napari_sam3_onnx.testing.nso import build_nso
+
+    feed = memory_attention_feed({"trk_feat_2": [1, 256, 72, 72],
+                                  "memory_feats": ["num_memories", 64, 72, 72],
+                                  "pointers": ["num_pointers", 256]}, 7, 16)
+    assert feed["memory_feats"].shape == (7, 64, 72, 72) and feed["pointers"].shape == (16, 256)
+    # the conditioning slice at SAM 3's last temporal row, then the six recent ones
+    assert feed["memory_rows"].tolist() == [6, 0, 1, 2, 3, 4, 5]
+    assert np.allclose(feed["pointer_tpos"] * 15, [15, *list(range(1, 16))])
+    a = build_nso(tmp_path / "a", concepts=False)
+    out = tmp_path / "ma.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "encoder.py"), str(a),
+                           "--graph", "memory_attention", "--memories", "3", "--pointers", "2",
+                           "--reps", "2", "--threads", "1", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["graph"] == "memory_attention" and doc["complete"] is True
+    assert [m["bundle"] for m in doc["measurements"]] == [str(a), str(a)]
+    assert all(m["checksum"] > 0 for m in doc["measurements"])
+
+
+def test_language_encoder_case_reports_load_and_memory(tmp_path):
+    from napari_sam3_onnx.testing.nso import build_nso
+
+    a = build_nso(tmp_path / "a", memory=False)
+    out = tmp_path / "lang.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "encoder.py"), str(a),
+                           "--graph", "language_encoder", "--reps", "1", "--threads", "1",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    row = doc["rows"][0]
+    assert doc["graph"] == "language_encoder" and row["load_s"] > 0 and row["peak_rss_gb"] > 0

@@ -66,3 +66,27 @@ def test_weight_only_blocks(tmp_path):
     quantize_graph(tmp_path / "fp32.onnx", tmp_path / "w8.onnx", method="weight-only")
     ops = [n.op_type for n in onnx.load(tmp_path / "w8.onnx").graph.node]
     assert ops.count("MatMulNBits") == 3 and ops.count("MatMul") == 1  # /resizer/ kept
+
+
+def test_token_table_fp16_is_far_closer_than_one_scale_int8(tmp_path):
+    """The language encoder's token table: fp16 storage (the default) against 8-bit."""
+    from napari_sam3_onnx.export.quantize import quantize_graph
+
+    _blocks_graph(tmp_path / "fp32.onnx", np.random.default_rng(5))
+    feed = {"tokens": np.array([[3, 1, 4, 1, 5, 9, 2]], np.int64)}
+    ref = ort.InferenceSession(tmp_path / "fp32.onnx").run(None, feed)[0]
+    err = {}
+    for storage in ("fp16", "int8"):
+        out = tmp_path / f"{storage}.onnx"
+        # every linear layer kept fp32: only the table's storage differs
+        info = quantize_graph(tmp_path / "fp32.onnx", out, exclude=("/",), embeddings=storage)
+        assert info["tables"] == 1 and info["token_table"] == storage and info["quantized"] == 0
+        got = ort.InferenceSession(out).run(None, feed)[0]
+        err[storage] = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    q = onnx.load(tmp_path / "fp16.onnx")
+    halves = [i for i in q.graph.initializer if i.data_type == onnx.TensorProto.FLOAT16]
+    assert [tuple(i.dims) for i in halves] == [(50, 48)]
+    assert any(n.op_type == "Cast" and n.output[0] == "table" for n in q.graph.node)
+    assert 0 < err["fp16"] < 1e-3 and err["int8"] > 10 * err["fp16"]
+    with pytest.raises(ValueError, match="embeddings"):
+        quantize_graph(tmp_path / "fp32.onnx", tmp_path / "x.onnx", embeddings="fp8")

@@ -15,8 +15,10 @@ Each output's relative error (L2 of the difference / L2 of fp32) is reported bes
 decisions: the encoder features, click logits, detection scores and masks, tracked logits.
 
 Needs ``onnxruntime`` and the plugin's engine only (no torch).
-Usage: ``python -m napari_sam3_onnx.export.gate FP32_BUNDLE VARIANT [VARIANT ...] [--json OUT]``
-(fp32 decisions made once; exit 1 when a variant fails; variants are never changed).
+Usage: ``python -m napari_sam3_onnx.export.gate FP32_BUNDLE VARIANT [VARIANT ...] [--json OUT]
+[--reference-cache FILE]`` (fp32 decisions made once - and, with ``--reference-cache``, kept in
+FILE for later runs, keyed by the fp32 manifest's file digests; exit 1 when a variant fails;
+variants are never changed).
 """
 
 from __future__ import annotations
@@ -150,14 +152,42 @@ def compare(fp32: Path | str | dict, other: Path | str | dict, gates: dict | Non
             "checks": checks, "gates": g, "passed": all(checks.values())}
 
 
+def cached_decisions(fp32: Path, cache: Path | None) -> dict:
+    """:func:`decisions` of ``fp32``, read from / written to ``cache`` (a pickle) if given.
+
+    The cache holds the fp32 manifest's file digests; a cache of another bundle (or of the same
+    folder re-exported) is recomputed and overwritten, never used. Only the user's own cache
+    file is ever read: it is a pickle.
+    """
+    import pickle
+
+    from .manifest import read_manifest
+
+    key = {n: f["sha256"] for n, f in read_manifest(fp32)["files"].items()}
+    if cache is not None and cache.is_file():
+        with open(cache, "rb") as fin:
+            stored = pickle.load(fin)
+        if stored.get("key") == key:
+            return stored["decisions"]
+    out = decisions(fp32)
+    if cache is not None:
+        tmp = cache.with_name(cache.name + ".tmp")
+        with open(tmp, "wb") as fout:
+            pickle.dump({"key": key, "decisions": out}, fout)
+        tmp.replace(cache)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: gate existing variants against their fp32 bundle, print the results."""
     p = argparse.ArgumentParser(prog="python -m napari_sam3_onnx.export.gate")
     p.add_argument("fp32", type=Path)
     p.add_argument("variants", type=Path, nargs="+")
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--reference-cache", type=Path, default=None,
+                   help="keep the fp32 decisions in this file (pickle) for later runs")
     args = p.parse_args(argv)
-    reference = decisions(args.fp32)
+    reference = cached_decisions(args.fp32, args.reference_cache)
     results = {}
     for variant in args.variants:
         results[str(variant)] = r = compare(reference, variant)
