@@ -19,9 +19,9 @@ in turn instead (no interleaving; for a machine that cannot hold them all).
 ``--graph memory_attention`` times that graph instead, at the memory bank's full size by
 default (``--memories 7 --pointers 16``: SAM 3's ``num_maskmem`` spatial memories - one
 conditioning slice at row 6 and six recent ones at rows 0-5 - and ``max_obj_ptrs`` object
-pointers, the conditioning one plus 15 recent, as ``engine/memory_bank.py`` selects them once a
-propagation is 16 slices in). ``--graph language_encoder`` loads the text encoder alone (its
-load time and memory) and encodes one short phrase.
+pointers, the conditioning one plus 15 recent, as ``engine/tracking/memory_bank.py`` selects
+them once a propagation is 16 slices in). ``--graph language_encoder`` loads the text encoder
+alone (its load time and memory) and encodes one short phrase.
 """
 
 from __future__ import annotations
