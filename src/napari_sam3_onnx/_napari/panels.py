@@ -4,33 +4,65 @@ Each entry is ``(tab title, factory)``; the factory gets the main widget (``host
 QWidget. What every workflow shares is the typed workspace, ``host.model.workspace``
 (:class:`~napari_sam3_onnx.api.workspace.Workspace`: the model, the one encoder on the one
 embedding cache, the language cache, tiling and data versions), which a tab keeps as its own
-``workspace``; through ``host`` it also reaches ``host.viewer``, ``host.session`` (the
-annotated ``image`` and its prompt ``layers``) and ``host._notify`` for messages. Panels import
-lazily so a missing optional part never breaks the main widget.
+``workspace``; through ``host`` (typed as :class:`DockHost`, what a tab may read of the dock)
+it also reaches ``host.viewer``, ``host.session`` (the annotated ``image`` and its prompt
+``layers``), the dock's one status line and ``host.notify`` / ``host.inform`` for messages.
+Panels import lazily so a missing optional part never breaks the main widget.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
-from qtpy.QtWidgets import QWidget
+from qtpy.QtWidgets import QComboBox, QLabel, QTabWidget, QWidget
 
-PanelFactory = Callable[[QWidget], QWidget]
+if TYPE_CHECKING:
+    import napari
+
+    from napari_sam3_onnx._napari.clicks.session import ClickSession
+    from napari_sam3_onnx._napari.model.panel import ModelPanel
 
 
-def _text(host: QWidget) -> QWidget:
+class DockHost(Protocol):
+    """What a workflow tab reads of the dock it sits in (the main widget), and nothing more."""
+
+    @property
+    def viewer(self) -> napari.Viewer: ...
+    @property
+    def model(self) -> ModelPanel: ...  # its ``workspace`` is what tabs share
+    @property
+    def session(self) -> ClickSession: ...  # the annotated image, prompt layers
+    @property
+    def image(self) -> QComboBox: ...  # the image chooser at the top
+    @property
+    def status(self) -> QLabel: ...  # the dock's one status line
+    @property
+    def tabs(self) -> QTabWidget: ...
+
+    def notify(self, message: str) -> None:
+        """What the user must read: the dock's status line and a napari notification."""
+
+    def inform(self, message: str) -> None:
+        """Routine news: the status line and the viewer's status bar, no pop-up."""
+
+
+PanelFactory = Callable[[DockHost], QWidget]
+
+
+def _text(host: DockHost) -> QWidget:
     from napari_sam3_onnx._napari.text.panel import TextPanel
 
     return TextPanel(host)
 
 
-def _propagate(host: QWidget) -> QWidget:
+def _propagate(host: DockHost) -> QWidget:
     from napari_sam3_onnx._napari.propagate.panel import PropagationPanel
 
     return PropagationPanel(host)
 
 
-def _automatic(host: QWidget) -> QWidget:
+def _automatic(host: DockHost) -> QWidget:
     from napari_sam3_onnx._napari.automatic.panel import AutoPanel
 
     return AutoPanel(host)

@@ -64,10 +64,10 @@ class ClicksWidget(QWidget):
         self.viewer = napari_viewer
         self._updating = False
         self.workspace = Workspace()  # the model, encoder and caches every tab shares
-        self.session = ClickSession(napari_viewer, self.workspace, notify=self._notify,
-                                    busy=self._busy, inform=self._inform)
+        self.session = ClickSession(napari_viewer, self.workspace, notify=self.notify,
+                                    busy=self._busy, inform=self.inform)
         self._layer_names: dict = {}  # unique_id -> name, kept on the Qt thread for workers
-        self.model = ModelPanel(self.session.model_changed, self._set_budget, self._notify,
+        self.model = ModelPanel(self.session.model_changed, self._set_budget, self.notify,
                                 image_name=lambda ref: self._layer_names.get(ref.source, ""),
                                 workspace=self.workspace)
 
@@ -126,7 +126,7 @@ class ClicksWidget(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self.model)
         layout.addWidget(self.tabs)
-        self.save_labels = SaveLabelsButton(napari_viewer, self._notify)
+        self.save_labels = SaveLabelsButton(napari_viewer, self.notify)
         layout.addWidget(self.save_labels)
         layout.addWidget(self.encoding)
         layout.addWidget(self.status)
@@ -265,11 +265,12 @@ class ClicksWidget(QWidget):
         self.workspace.cache.budget_bytes = nbytes
 
     # ---- feedback --------------------------------------------------------------------
-    def _notify(self, message: str) -> None:
+    def notify(self, message: str) -> None:
+        """What the user must read (a refusal, a failure): the status line and a notification."""
         self.status.setText(message)
         show_info(message)
 
-    def _inform(self, message: str) -> None:
+    def inform(self, message: str) -> None:
         """Routine news (a commit, an undo, a finished run): the status line, no pop-up."""
         self.status.setText(message)
         self.viewer.status = message

@@ -31,6 +31,7 @@ from qtpy.QtWidgets import (
 
 from napari_sam3_onnx._napari import layers, workers
 from napari_sam3_onnx._napari.automatic.output import AutoOutput
+from napari_sam3_onnx._napari.panels import DockHost
 from napari_sam3_onnx._napari.qt_widgets import double_spin_box, spin_box, wrapped_label
 from napari_sam3_onnx._napari.text.controls import ScopeControl
 from napari_sam3_onnx._napari.text.output import target_choices
@@ -96,7 +97,7 @@ def iter_run(encoder, refs, settings, link_iou, cancel: threading.Event):
 class AutoPanel(QWidget):
     """The Automatic tab (``host`` is the main widget; see :mod:`.panels`)."""
 
-    def __init__(self, host, parent: QWidget | None = None) -> None:
+    def __init__(self, host: DockHost, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host, self.viewer = host, host.viewer
         self.output: AutoOutput | None = None
@@ -305,7 +306,7 @@ class AutoPanel(QWidget):
     def _say(self, message: str, warn: bool = False) -> None:
         """The dock's status line; ``warn``: also a pop-up (something stopped the user)."""
         self.messages = [*self.messages[-49:], message]
-        (self.host._notify if warn else self.host._inform)(message)
+        (self.host.notify if warn else self.host.inform)(message)
 
 
 def _fill(combo: QComboBox, items) -> None:

@@ -30,6 +30,7 @@ from qtpy.QtWidgets import (
 
 from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.compact import compact, compact_combo
+from napari_sam3_onnx._napari.panels import DockHost
 from napari_sam3_onnx._napari.propagate.run import LastRun, PropagationRunner, RunSpec
 from napari_sam3_onnx._napari.propagate.seeds import (
     finished_message,
@@ -57,7 +58,7 @@ class PropagationPanel(QWidget):
         The main widget: its ``viewer``, ``session`` and ``model`` are shared.
     """
 
-    def __init__(self, host, parent: QWidget | None = None) -> None:
+    def __init__(self, host: DockHost, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host, self.viewer = host, host.viewer
         self.workspace: Workspace = host.model.workspace
@@ -248,6 +249,8 @@ class PropagationPanel(QWidget):
         if problem or self.running:
             raise Sam3OnnxError(problem or "A propagation is already running.")
         lay, axis = self.host.session.layers, self.axis.currentIndex()
+        if lay is None:
+            raise Sam3OnnxError("Choose an image in the widget first.")
         index = self._index()
         target = layers.restore_labels(self.viewer, lay, "target")
         lo, hi = self.start.value(), self.stop.value()
@@ -316,8 +319,8 @@ class PropagationPanel(QWidget):
 
     def _say(self, message: str) -> None:
         """Routine news: the dock's status line."""
-        self.host._inform(message)
+        self.host.inform(message)
 
     def _warn(self, message: str) -> None:
         """Something that stopped the user: a pop-up and the status line."""
-        self.host._notify(message)
+        self.host.notify(message)

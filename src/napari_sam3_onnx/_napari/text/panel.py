@@ -35,6 +35,7 @@ from qtpy.QtWidgets import (
 from napari_sam3_onnx._napari import layers, workers
 from napari_sam3_onnx._napari.compact import compact, compact_combo
 from napari_sam3_onnx._napari.hints import contrast_hint
+from napari_sam3_onnx._napari.panels import DockHost
 from napari_sam3_onnx._napari.text.controls import FloorControl, ScopeControl
 from napari_sam3_onnx._napari.text.inputs import (
     EXEMPLAR,
@@ -90,7 +91,7 @@ class _Run:
 class TextPanel(QWidget):
     """The Text tab (``host`` is the main widget; see :mod:`.panels`)."""
 
-    def __init__(self, host, parent: QWidget | None = None) -> None:
+    def __init__(self, host: DockHost, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host, self.viewer = host, host.viewer
         self.workspace: Workspace = host.model.workspace
@@ -254,13 +255,14 @@ class TextPanel(QWidget):
         if self._reason is not None or self.texts is None or encoder is None or adapter is None:
             self._say(self._reason or NO_MODEL, warn=True)
             return
-        if image is None:
+        prompt_layers = session.layers
+        if image is None or prompt_layers is None:
             self._say("Choose an image in the widget first.", warn=True)
             return
         try:
             indices = self.scope.indices(layers.current_index(self.viewer, image))
             exemplars = {} if not self.use_boxes.isChecked() else plane_exemplars(
-                session.layers.shapes, image, indices,
+                prompt_layers.shapes, image, indices,
                 adapter.concept_detector.max_exemplars)
             concepts = phrases(self.concepts.text(), bool(exemplars))
         except Sam3OnnxError as exc:
@@ -334,7 +336,7 @@ class TextPanel(QWidget):
     def _say(self, message: str, warn: bool = False) -> None:
         """The dock's status line; ``warn``: also a pop-up (something stopped the user)."""
         self.messages = [*self.messages[-49:], message]
-        (self.host._notify if warn else self.host._inform)(message)
+        (self.host.notify if warn else self.host.inform)(message)
 
 
 def _teardown(state: RunControl, hooks, _obj=None) -> None:
