@@ -114,3 +114,43 @@ def test_a_task_that_always_fails_is_a_clear_error(hf_bundle, tif, tmp_path, mon
     err = capsys.readouterr().err
     assert code == 1 and "failed 3 times (RuntimeError: no space left" in err
     assert "run the same command again" in err and "Traceback" not in err
+
+
+def _square_or_fail(k):
+    if k == 3:
+        raise ValueError("worker ran out of memory")
+    return k * k
+
+
+def _refuse(k):
+    from napari_sam3_onnx.models.errors import Sam3OnnxError
+
+    raise Sam3OnnxError(f"plane {k} does not fit the store")
+
+
+def test_in_flight_bounds_the_submitted_tasks_and_says_what_failed():
+    # The one submission loop precompute and segment-all share: never more than `limit` tasks
+    # out, every result once, and a failing task stops the run with what is kept.
+    client = cluster.make_client(workers=1, processes=False)
+    try:
+        out, limit = [], 2
+
+        def submit(k):
+            assert len(out) >= k - limit  # at most `limit` submitted ahead of the finished
+            return client.submit(_square_or_fail, k, pure=False)
+
+        got = sorted(r for _f, r in cluster.in_flight(client, [0, 1, 2, 4, 5], submit, limit,
+                                                       lambda: "unused") if not out.append(r))
+        assert got == [0, 1, 4, 16, 25]
+        with pytest.raises(cluster.ClusterTaskError, match=r"ValueError: worker ran out of "
+                           r"memory\)\. 2 kept") as err:
+            for _ in cluster.in_flight(client, range(6), lambda k: client.submit(
+                    _square_or_fail, k, pure=False), 1, lambda: "2 kept"):
+                pass
+        assert isinstance(err.value.__cause__, ValueError)
+        with pytest.raises(Exception, match="does not fit the store") as own:
+            list(cluster.in_flight(client, [7], lambda k: client.submit(_refuse, k), 1,
+                                   lambda: "unused"))
+        assert not isinstance(own.value, cluster.ClusterTaskError)
+    finally:
+        client.close()

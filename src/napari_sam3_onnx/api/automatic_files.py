@@ -22,11 +22,10 @@ from ..engine.store.embedding_store import EmbeddingStore
 from ..engine.store.keys import BundleTag
 from ..engine.tiling.tiles import TileSettings
 from ..models.bundle import open_bundle as _open_adapter
-from ..models.errors import Sam3OnnxError
 from ..models.runtime import RuntimeConfig
 from .automatic import segment_all
 from .bundles import Bundle
-from .cluster import RETRIES, ClusterTaskError, _cached
+from .cluster import RETRIES, _cached, in_flight, worker_config
 
 
 @dataclass(frozen=True)
@@ -140,17 +139,11 @@ def iter_segment_files(
 
 
 def _on_cluster(client, bundle, st, paths, names, opts, threads, max_in_flight):
-    from dask.distributed import as_completed
-
-    if threads is None:
-        threads = bundle.config.intra_op_threads or 1
-    config = RuntimeConfig(bundle.config.providers, int(threads), bundle.config.cpu_mem_arena,
-                           bundle.config.graph_optimization)
-    ctx = _Context(str(Path(bundle.folder).resolve()), config,
+    ctx = _Context(str(Path(bundle.folder).resolve()), worker_config(bundle, threads),
                    None if st is None else str(Path(st.path).resolve()),
                    None if st is None else st.bundle, None if st is None else st.precision)
-    tasks = iter(enumerate(zip(paths, names, strict=True)))
     position = {}
+    done = 0
 
     def submit(task):
         k, (path, name) = task
@@ -159,27 +152,12 @@ def _on_cluster(client, bundle, st, paths, names, opts, threads, max_in_flight):
         position[fut.key] = k
         return fut
 
+    def failed() -> str:
+        return (f"{done} of {len(paths)} files are done; run the same command again (with --store "
+                "their embeddings are reused).")
+
     limit = max_in_flight or 2 * max(1, sum(client.nthreads().values()))
-    live = {submit(t) for _, t in zip(range(limit), tasks, strict=False)}
-    running = as_completed(list(live))
-    done = 0
-    try:
-        for future in running:
-            live.discard(future)
-            labels, rows = future.result()
-            done += 1
-            yield FileResult(position.pop(future.key), labels, rows)
-            nxt = next(tasks, None)
-            if nxt is not None:
-                fut = submit(nxt)
-                live.add(fut)
-                running.add(fut)
-    except BaseException as exc:  # a task failed after its retries, or Ctrl+C: stop the rest
-        client.cancel(list(live))
-        if isinstance(exc, (Sam3OnnxError, KeyboardInterrupt)) or not isinstance(exc, Exception):
-            raise
-        raise ClusterTaskError(
-            f"A cluster task failed {RETRIES + 1} times ({type(exc).__name__}: {exc}). "
-            f"{done} of {len(paths)} files are done; run the same command again (with --store "
-            "their embeddings are reused)."
-        ) from exc
+    tasks = enumerate(zip(paths, names, strict=True))
+    for future, (labels, rows) in in_flight(client, tasks, submit, limit, failed):
+        done += 1
+        yield FileResult(position.pop(future.key), labels, rows)

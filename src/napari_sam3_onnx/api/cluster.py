@@ -15,9 +15,10 @@ and the retry (or the next run) encodes it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from .jobs import StackJob
 
 #: Attempts after a failed task (a lost worker, a full disk) before the run fails.
 RETRIES = 2
+T = TypeVar("T")
 _CACHE: dict[tuple, object] = {}
 _LOCK = threading.Lock()
 
@@ -152,15 +154,9 @@ def precompute_on_cluster(
     -------
     PrecomputeReport
     """
-    from dask.distributed import as_completed
-
     st = bundle.open_store(store, precision)
     st.prepare([job.image for job in jobs])
-    if threads is None:
-        threads = bundle.config.intra_op_threads or 1
-    config = RuntimeConfig(bundle.config.providers, int(threads), bundle.config.cpu_mem_arena,
-                           bundle.config.graph_optimization)
-    ctx = TaskContext(str(Path(bundle.folder).resolve()), st.bundle, config,
+    ctx = TaskContext(str(Path(bundle.folder).resolve()), st.bundle, worker_config(bundle, threads),
                       str(Path(st.path).resolve()), st.precision)
     tasks = []
     for job in jobs:
@@ -170,8 +166,6 @@ def precompute_on_cluster(
         for index in job.indices(view):
             tasks.append((file_job, job, view, index))
     report = PrecomputeReport(total=len(tasks))
-    limit = max_in_flight or 4 * max(1, sum(client.nthreads().values()))
-    pending = iter(tasks)
 
     def submit(task):
         file_job, job, view, index = task
@@ -183,29 +177,61 @@ def precompute_on_cluster(
         return client.submit(encode_slice, ctx, light, index, plane, pure=False,
                              retries=RETRIES)
 
+    def failed() -> str:
+        return (f"{report.done} of {report.total} slices are done and kept; fix the cause (worker "
+                "memory, paths every worker can read) and run the same command again to resume.")
+
+    limit = max_in_flight or 4 * max(1, sum(client.nthreads().values()))
+    for _future, outcome in in_flight(client, tasks, submit, limit, failed):
+        report.count(outcome)
+        if progress is not None:
+            progress(report.done, report.total)
+    return report
+
+
+def worker_config(bundle: Bundle, threads: int | None) -> RuntimeConfig:
+    """The bundle's runtime settings for a worker's sessions, with ``threads`` per session."""
+    if threads is None:
+        threads = bundle.config.intra_op_threads or 1
+    return RuntimeConfig(bundle.config.providers, int(threads), bundle.config.cpu_mem_arena,
+                         bundle.config.graph_optimization)
+
+
+def in_flight(
+    client,
+    tasks: Iterable[T],
+    submit: Callable[[T], Any],
+    limit: int,
+    failed: Callable[[], str],
+) -> Iterator[tuple[Any, Any]]:
+    """``(future, result)`` of every task as it finishes, at most ``limit`` submitted at once.
+
+    A task that fails after its retries (or Ctrl+C, or the caller stopping early) cancels the
+    tasks still out. Our own errors and interrupts pass through unchanged; any other failure
+    becomes a :class:`ClusterTaskError` whose message ends with ``failed()`` (what is kept, how
+    to resume).
+    """
+    from dask.distributed import as_completed
+
+    pending = iter(tasks)
     live = {submit(t) for _, t in zip(range(limit), pending, strict=False)}
     running = as_completed(list(live))
     try:
         for future in running:
             live.discard(future)
-            report.count(future.result())
-            if progress is not None:
-                progress(report.done, report.total)
+            yield future, future.result()
             nxt = next(pending, None)
             if nxt is not None:
                 fut = submit(nxt)
                 live.add(fut)
                 running.add(fut)
-    except BaseException as exc:  # a failed task after its retries, or Ctrl+C: stop the rest
+    except BaseException as exc:
         client.cancel(list(live))
         if isinstance(exc, (Sam3OnnxError, KeyboardInterrupt)) or not isinstance(exc, Exception):
             raise
         raise ClusterTaskError(
             f"A cluster task failed {RETRIES + 1} times ({type(exc).__name__}: {exc}). "
-            f"{report.done} of {report.total} slices are done and kept; fix the cause (worker "
-            "memory, paths every worker can read) and run the same command again to resume."
-        ) from exc
-    return report
+            + failed()) from exc
 
 
 class ClusterTaskError(Sam3OnnxError):
