@@ -13,6 +13,7 @@ Panels import lazily so a missing optional part never breaks the main widget.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from qtpy.QtWidgets import QComboBox, QLabel, QTabWidget, QWidget
@@ -48,6 +49,34 @@ class DockHost(Protocol):
 
 
 PanelFactory = Callable[[DockHost], QWidget]
+
+
+def follow_dock(
+    tab: QWidget,
+    host: DockHost,
+    refresh: Callable[[], None],
+    layers_changed: Callable[..., None],
+    stop: Callable[[], None],
+) -> None:
+    """Keep a tab current with the dock and the viewer, and let go of both when it is destroyed.
+
+    ``refresh`` runs when the model or the image changes, ``layers_changed`` when the viewer
+    gains or loses a layer; once the tab is destroyed, ``stop`` ends its run (it must not need
+    the destroyed tab) and the viewer's events are disconnected.
+    """
+    host.model.loaded.connect(refresh)
+    host.image.currentIndexChanged.connect(lambda _i: refresh())
+    events = host.viewer.layers.events
+    hooks = [(events.inserted, layers_changed), (events.removed, layers_changed)]
+    for emitter, callback in hooks:
+        emitter.connect(callback)
+    tab.destroyed.connect(partial(_teardown, stop, hooks))
+
+
+def _teardown(stop: Callable[[], None], hooks, _obj=None) -> None:
+    stop()
+    for emitter, callback in hooks:
+        emitter.disconnect(callback)
 
 
 def _text(host: DockHost) -> QWidget:

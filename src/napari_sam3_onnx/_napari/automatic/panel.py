@@ -11,7 +11,6 @@ prints the table ``napari-sam3-onnx evaluate`` prints.
 from __future__ import annotations
 
 import threading
-from functools import partial
 
 import numpy as np
 from napari.layers import Labels
@@ -31,7 +30,7 @@ from qtpy.QtWidgets import (
 
 from napari_sam3_onnx._napari import layers, workers
 from napari_sam3_onnx._napari.automatic.output import AutoOutput
-from napari_sam3_onnx._napari.panels import DockHost
+from napari_sam3_onnx._napari.panels import DockHost, follow_dock
 from napari_sam3_onnx._napari.qt_widgets import double_spin_box, spin_box, wrapped_label
 from napari_sam3_onnx._napari.text.controls import ScopeControl
 from napari_sam3_onnx._napari.text.output import target_choices
@@ -155,13 +154,7 @@ class AutoPanel(QWidget):
         layout.addWidget(self.table)
         layout.addStretch(1)
 
-        host.model.loaded.connect(self.refresh)
-        host.image.currentIndexChanged.connect(lambda _i: self.refresh())
-        events = self.viewer.layers.events
-        hooks = [(events.inserted, self._layers_changed), (events.removed, self._layers_changed)]
-        for emitter, callback in hooks:
-            emitter.connect(callback)
-        self.destroyed.connect(partial(_teardown, self._cancel, hooks))
+        follow_dock(self, host, self.refresh, self._layers_changed, self._cancel.set)
         self.refresh()
 
     @property
@@ -319,10 +312,3 @@ def _fill(combo: QComboBox, items) -> None:
     if current in datas:
         combo.setCurrentIndex(datas.index(current))
     combo.blockSignals(False)
-
-
-def _teardown(cancel: threading.Event, hooks, _obj=None) -> None:
-    """The tab is gone: stop its run and stop listening to the viewer."""
-    cancel.set()
-    for emitter, callback in hooks:
-        emitter.disconnect(callback)

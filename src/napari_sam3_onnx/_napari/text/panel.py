@@ -15,7 +15,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 
 from napari.qt.threading import create_worker
 from qtpy.QtWidgets import (
@@ -35,7 +34,7 @@ from qtpy.QtWidgets import (
 from napari_sam3_onnx._napari import layers, workers
 from napari_sam3_onnx._napari.compact import compact, compact_combo
 from napari_sam3_onnx._napari.hints import contrast_hint
-from napari_sam3_onnx._napari.panels import DockHost
+from napari_sam3_onnx._napari.panels import DockHost, follow_dock
 from napari_sam3_onnx._napari.text.controls import FloorControl, ScopeControl
 from napari_sam3_onnx._napari.text.inputs import (
     EXEMPLAR,
@@ -158,13 +157,7 @@ class TextPanel(QWidget):
         self._controls = (self.concepts, self.floor, self.scope, self.min_size, self.fill_holes,
                           self.target, self.run_button)
 
-        host.model.loaded.connect(self.refresh)
-        host.image.currentIndexChanged.connect(lambda _i: self.refresh())
-        events = self.viewer.layers.events
-        hooks = [(events.inserted, self._layers_changed), (events.removed, self._layers_changed)]
-        for emitter, callback in hooks:
-            emitter.connect(callback)
-        self.destroyed.connect(partial(_teardown, self._state, hooks))
+        follow_dock(self, host, self.refresh, self._layers_changed, self._state.stop)
         self.refresh()
 
     # ---- state -------------------------------------------------------------------------
@@ -337,10 +330,3 @@ class TextPanel(QWidget):
         """The dock's status line; ``warn``: also a pop-up (something stopped the user)."""
         self.messages = [*self.messages[-49:], message]
         (self.host.notify if warn else self.host.inform)(message)
-
-
-def _teardown(state: RunControl, hooks, _obj=None) -> None:
-    """The tab is gone: stop its search and stop listening to the viewer."""
-    state.stop()
-    for emitter, callback in hooks:
-        emitter.disconnect(callback)
