@@ -172,11 +172,13 @@ def test_a_failing_variant_is_removed_unless_kept(bundle, fp32_decisions, int8, 
     # the real comparison of the real int8 decisions, under a threshold nothing can meet
     monkeypatch.setattr(precision, "compare", lambda a, b: compare(
         fp32_decisions, dec, gates={"click_mask_iou_min": 1.01}))
+    monkeypatch.setattr(precision, "cached_decisions", lambda folder, cache: fp32_decisions)
     p = argparse.ArgumentParser()
     precision.add_precision_arguments(p)
     for keep, exists in ((False, False), (True, True)):
         out = tmp_path / f"keep-{keep}"
-        args = p.parse_args(["--precision", "int8"] + (["--keep-failed"] if keep else []))
+        args = p.parse_args(["--precision", "int8", "--int8-candidates", "custom"]
+                            + (["--keep-failed"] if keep else []))
         assert precision.run_precision(args, bundle, out) == 1
         assert out.exists() == exists
     gate = json.loads((out / "manifest.json").read_text())["decision_gate"]

@@ -65,15 +65,19 @@ def rel_error(ref: np.ndarray, other: np.ndarray) -> float:
     return float(diff / norm) if norm > 0 else float(diff > 0)
 
 
-def decisions(folder: Path | str) -> dict:
-    """Every decision (and the raw outputs behind it) the engine makes with one bundle."""
+#: The gate's stages, in the order they run (cheapest first).
+STAGES = ("clicks", "concepts", "propagation")
+
+
+def decisions(folder: Path | str, stages: Sequence[str] = STAGES) -> dict:
+    """Every decision (and the raw outputs behind it) the engine makes with one bundle.
+
+    ``stages``: which of :data:`STAGES` to run (the encoder features are always there).
+    """
     from ..engine.concepts.search import TextCache
     from ..engine.concepts.tokenizer import ClipTokenizer
-    from ..engine.encoding import SliceEncoder, SliceRef
     from ..engine.interactive import Prompt, segment
     from ..engine.postprocess import logits_to_mask
-    from ..engine.tracking.propagation import propagate
-    from ..engine.tracking.types import Seed
     from ..models.bundle import open_bundle
     from .scenes import test_image
 
@@ -81,75 +85,118 @@ def decisions(folder: Path | str) -> dict:
     adapter = open_bundle(folder)
     img = test_image(0)
     emb = adapter.encode(img)
-    out: dict = {"features": {k: np.array(v) for k, v in emb.features.items()},
-                 "clicks": [], "concepts": [], "propagation": []}
-    for pts, labs, box in CLICK_PROMPTS:
-        res = segment(adapter, emb, Prompt.clicks(np.asarray(pts, float).reshape(-1, 2), labs,
-                                                  box))
-        out["clicks"].append({"candidate": res.candidate, "mask": res.mask,
-                              "logits": res.low_res_logits})
-    texts = TextCache(adapter, ClipTokenizer.from_folder(folder))
-    for phrase, exemplar in CONCEPT_PROMPTS:
-        boxes = None if exemplar is None else np.array([exemplar], np.float32)
-        labels = None if boxes is None else np.array([1], np.int64)
-        det = adapter.concept_detector.detect(emb, texts.get(phrase), boxes, labels)
-        keep = np.flatnonzero(det.scores > 0.5)
-        out["concepts"].append({"scores": np.array(det.scores), "masks": {
-            int(i): (logits_to_mask(det.masks[i], img.shape[:2], 0.0), np.array(det.masks[i]))
-            for i in keep}})
+    out: dict = {"features": {k: np.array(v) for k, v in emb.features.items()}}
+    if "clicks" in stages:
+        out["clicks"] = []
+        for pts, labs, box in CLICK_PROMPTS:
+            res = segment(adapter, emb, Prompt.clicks(np.asarray(pts, float).reshape(-1, 2),
+                                                      labs, box))
+            out["clicks"].append({"candidate": res.candidate, "mask": res.mask,
+                                  "logits": res.low_res_logits})
+    if "concepts" in stages:
+        out["concepts"] = []
+        texts = TextCache(adapter, ClipTokenizer.from_folder(folder))
+        for phrase, exemplar in CONCEPT_PROMPTS:
+            boxes = None if exemplar is None else np.array([exemplar], np.float32)
+            labels = None if boxes is None else np.array([1], np.int64)
+            det = adapter.concept_detector.detect(emb, texts.get(phrase), boxes, labels)
+            keep = np.flatnonzero(det.scores > 0.5)
+            out["concepts"].append({"scores": np.array(det.scores), "masks": {
+                int(i): (logits_to_mask(det.masks[i], img.shape[:2], 0.0),
+                         np.array(det.masks[i])) for i in keep}})
+    if "propagation" in stages:
+        out["propagation"] = _propagation(adapter)
+    adapter.close()
+    return out
+
+
+def _propagation(adapter) -> list:
+    """(mask, low-res logits) of one click propagated over the gate's drifting slices."""
+    from ..engine.encoding import SliceEncoder, SliceRef
+    from ..engine.tracking.propagation import propagate
+    from ..engine.tracking.types import Seed
+    from .scenes import test_image
+
     n = PROPAGATION_SLICES
     frames = np.stack([test_image(1, shift=(4.0 * i, 6.0 * i)) for i in range(n)])
     refs = [SliceRef(frames, (k,), rgb=True, source="gate") for k in range(n)]
     run = propagate(adapter, SliceEncoder(adapter), refs, {2: Seed.clicks(2, [(518, 432)])},
                     stop_after_absent=None)
     track = run.objects[2].outputs
-    out["propagation"] = [(track[k].mask, track[k].low_res_logits) for k in range(n)]
-    adapter.close()
-    return out
+    return [(track[k].mask, track[k].low_res_logits) for k in range(n)]
 
 
-def compare(fp32: Path | str | dict, other: Path | str | dict, gates: dict | None = None
-            ) -> dict:
+def compare(fp32: Path | str | dict, other: Path | str | dict, gates: dict | None = None,
+            fail_fast: bool = False) -> dict:
     """Decision-level comparison of two bundles (or their :func:`decisions`).
 
-    Returns the measurements, the relative errors, the gates and ``passed``.
+    ``fail_fast``: run ``other``'s stages one at a time and stop at the first that fails (the
+    later checks are then None, "not run"); the exporter's candidate search uses it, since at
+    full depth one stage costs minutes. Returns the measurements, the relative errors, the
+    gates, ``checks`` and ``passed``.
     """
     g = {**GATES, **(gates or {})}
     a = fp32 if isinstance(fp32, dict) else decisions(fp32)
-    b = other if isinstance(other, dict) else decisions(other)
-    clicks = [{"same_candidate": ca["candidate"] == cb["candidate"],
-               "mask_iou": _iou(ca["mask"], cb["mask"]),
-               "logits_rel_error": rel_error(ca["logits"], cb["logits"])}
-              for ca, cb in zip(a["clicks"], b["clicks"], strict=True)]
-    concepts: list[dict[str, Any]] = []
-    for (phrase, _), da, db in zip(CONCEPT_PROMPTS, a["concepts"], b["concepts"], strict=True):
-        both = sorted(set(da["masks"]) & set(db["masks"]))
-        ious = [_iou(da["masks"][i][0], db["masks"][i][0]) for i in both]
-        concepts.append({
-            "prompt": phrase, "kept_fp32": len(da["masks"]), "kept_other": len(db["masks"]),
-            "same_kept": set(da["masks"]) == set(db["masks"]),
+    if isinstance(other, dict) or not fail_fast:
+        b = other if isinstance(other, dict) else decisions(other)
+        return _judge(a, b, g)
+    b, result = {}, {}
+    for stage in STAGES:
+        b.update(decisions(other, (stage,)))
+        result = _judge(a, b, g)
+        if result["checks"][stage] is False:
+            break
+    return result
+
+
+def _judge(a: dict, b: dict, g: dict) -> dict:
+    """The gate's measurements and checks for the stages ``b`` holds (others: None)."""
+    out: dict[str, Any] = {"feature_rel_error": {k: rel_error(v, b["features"][k])
+                                                 for k, v in a["features"].items()}}
+    checks: dict[str, bool | None] = dict.fromkeys(STAGES)
+    summary = {"feature_max_rel_error": max(out["feature_rel_error"].values())}
+    if "clicks" in b:
+        clicks = [{"same_candidate": ca["candidate"] == cb["candidate"],
+                   "mask_iou": _iou(ca["mask"], cb["mask"]),
+                   "logits_rel_error": rel_error(ca["logits"], cb["logits"])}
+                  for ca, cb in zip(a["clicks"], b["clicks"], strict=True)]
+        out["clicks"] = clicks
+        summary["click_min_iou"] = min(float(c["mask_iou"]) for c in clicks)
+        checks["clicks"] = all(c["same_candidate"] and c["mask_iou"] >= g["click_mask_iou_min"]
+                               for c in clicks)
+    if "concepts" in b:
+        concepts = [_concept(phrase, da, db) for (phrase, _), da, db
+                    in zip(CONCEPT_PROMPTS, a["concepts"], b["concepts"], strict=True)]
+        out["concepts"] = concepts
+        summary["concept_min_iou"] = min(float(c["min_mask_iou"]) for c in concepts)
+        checks["concepts"] = all((c["same_kept"] or not g["concept_same_kept"])
+                                 and c["min_mask_iou"] >= g["concept_mask_iou_min"]
+                                 for c in concepts)
+    if "propagation" in b:
+        pairs = list(zip(a["propagation"], b["propagation"], strict=True))
+        prop = [_iou(x[0], y[0]) for x, y in pairs]
+        out["propagation_mask_iou"] = prop
+        out["propagation_logits_rel_error"] = [rel_error(x[1], y[1]) for x, y in pairs]
+        summary["propagation_min_iou"] = min(prop)
+        checks["propagation"] = min(prop) >= g["propagation_mask_iou_min"]
+    return {**out, "summary": summary, "checks": checks, "gates": g,
+            "passed": all(c is True for c in checks.values())}
+
+
+def _concept(phrase: str, da: dict, db: dict) -> dict:
+    """One concept prompt's kept detections and mask agreement, fp32 ``da`` against ``db``."""
+    both = sorted(set(da["masks"]) & set(db["masks"]))
+    ious = [_iou(da["masks"][i][0], db["masks"][i][0]) for i in both]
+    flipped = sorted(set(da["masks"]) ^ set(db["masks"]))
+    return {"prompt": phrase, "kept_fp32": len(da["masks"]), "kept_other": len(db["masks"]),
+            "same_kept": not flipped,
+            # the queries kept by one bundle only, with both scores: a flip at 0.4999 -> 0.5001
+            # is still a changed decision, but the user should see how close it was
+            "flipped": [(i, float(da["scores"][i]), float(db["scores"][i])) for i in flipped],
             "min_mask_iou": min(ious) if ious else 1.0,
             "max_score_change": float(np.abs(da["scores"] - db["scores"]).max()),
             "mask_logits_rel_error": max((rel_error(da["masks"][i][1], db["masks"][i][1])
-                                          for i in both), default=0.0)})
-    prop = [_iou(x[0], y[0]) for x, y in zip(a["propagation"], b["propagation"], strict=True)]
-    prop_err = [rel_error(x[1], y[1]) for x, y in zip(a["propagation"], b["propagation"],
-                                                       strict=True)]
-    features = {k: rel_error(v, b["features"][k]) for k, v in a["features"].items()}
-    checks = {
-        "clicks": all(c["same_candidate"] and c["mask_iou"] >= g["click_mask_iou_min"]
-                      for c in clicks),
-        "concepts": all((c["same_kept"] or not g["concept_same_kept"])
-                        and c["min_mask_iou"] >= g["concept_mask_iou_min"] for c in concepts),
-        "propagation": min(prop) >= g["propagation_mask_iou_min"],
-    }
-    return {"clicks": clicks, "concepts": concepts, "propagation_mask_iou": prop,
-            "propagation_logits_rel_error": prop_err, "feature_rel_error": features,
-            "summary": {"click_min_iou": min(float(c["mask_iou"]) for c in clicks),
-                        "concept_min_iou": min(float(c["min_mask_iou"]) for c in concepts),
-                        "propagation_min_iou": min(prop),
-                        "feature_max_rel_error": max(features.values())},
-            "checks": checks, "gates": g, "passed": all(checks.values())}
+                                          for i in both), default=0.0)}
 
 
 def cached_decisions(fp32: Path, cache: Path | None) -> dict:

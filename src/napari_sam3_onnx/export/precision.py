@@ -29,12 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .gate import GATES, compare  # noqa: F401  (the gate lives in .gate)
+from .gate import GATES, cached_decisions, compare  # noqa: F401  (the gate: .gate)
 from .manifest import read_manifest, write_manifest
 
 DEFAULT_GRAPHS = ("image_encoder", "language_encoder")
@@ -100,11 +100,13 @@ def to_fp16(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
 
 
 def to_int8(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GRAPHS, *,
-            method: str = "dynamic", last_blocks: int = 0,
-            exclude: Sequence[str] | None = None, token_table: str = "fp16") -> dict:
+            method: str | Mapping[str, str] = "dynamic", last_blocks: int = 0,
+            exclude: Sequence[str] | None = None, token_table: str = "fp16",
+            weights: str = "u8") -> dict:
     """Copy bundle ``src`` to ``dst`` with the linear layers of ``graphs`` in int8.
 
-    ``method``, ``last_blocks`` and ``exclude``: see :func:`.quantize.quantize_graph`;
+    ``method`` (one for every graph, or one per role), ``last_blocks``, ``exclude`` and
+    ``weights``: see :func:`.quantize.quantize_graph`;
     ``token_table``: storage of the language encoder's token embedding (``fp16``, ``int8``,
     ``fp32``; its ``embeddings``). Graph
     inputs and outputs stay float32. Returns the new manifest (``int8`` records what was done).
@@ -114,18 +116,21 @@ def to_int8(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
     manifest = read_manifest(src)
     dst.mkdir(parents=True, exist_ok=True)
     converted = {manifest["graphs"][r]: r for r in graphs}
+    methods = {r: method if isinstance(method, str) else method[r] for r in graphs}
     for name in manifest["files"]:
         if name not in converted:
             shutil.copyfile(src / name, dst / name)
     done = {}
     for name, role in sorted(converted.items()):
-        done[role] = quantize_graph(src / name, dst / name, method=method,
-                                    last_blocks=last_blocks,
+        done[role] = quantize_graph(src / name, dst / name, method=methods[role],
+                                    last_blocks=last_blocks, weights=weights,
                                     exclude=DEFAULT_EXCLUDE if exclude is None else exclude,
                                     embeddings=token_table if role == "language_encoder"
                                     else False)
-    manifest["precision"] = f"int8 ({method}) in " + ", ".join(graphs) + "; fp32 elsewhere"
-    manifest["int8"] = {"method": method, "last_blocks_fp32": last_blocks,
+    manifest["precision"] = ("int8 in " + ", ".join(f"{r} ({methods[r]})" for r in graphs)
+                             + "; fp32 elsewhere")
+    manifest["int8"] = {"method": method if isinstance(method, str) else methods,
+                        "weights": weights, "last_blocks_fp32": last_blocks,
                         "token_table": token_table,
                         "exclude": list(DEFAULT_EXCLUDE if exclude is None else exclude),
                         "graphs": {r: {k: v for k, v in d.items() if k != "kept_fp32_nodes"}
@@ -138,11 +143,21 @@ def add_precision_arguments(p: argparse.ArgumentParser, default: str = "fp32") -
     """The variant options shared by this command and the exporter's."""
     p.add_argument("--precision", choices=PRECISIONS, default=default,
                    help="fp16 / int8 variant of the encoders, gated against fp32")
-    p.add_argument("--graphs", default=",".join(DEFAULT_GRAPHS),
-                   help="manifest roles to convert (comma separated)")
+    p.add_argument("--graphs", default=None,
+                   help="manifest roles to convert (comma separated; default: "
+                        + ",".join(DEFAULT_GRAPHS) + ")")
     p.add_argument("--mode", choices=("storage", "compute"), default="storage",
                    help="fp16: fp16 weights with fp32 compute, or fp16 compute")
-    p.add_argument("--int8-method", choices=("dynamic", "weight-only"), default="dynamic")
+    p.add_argument("--int8-candidates", choices=("search", "custom"), default="search",
+                   help="int8: try the recipes of export.candidates fastest first and keep the "
+                        "first that passes the gate (default), or build the one variant named "
+                        "by --graphs / --int8-method")
+    p.add_argument("--int8-method", choices=("dynamic", "weight-only"), default=None,
+                   help="int8 custom: dynamic (int8 arithmetic, the default) or weight-only "
+                        "(int8 weights, fp32 arithmetic)")
+    p.add_argument("--int8-weights", choices=("u8", "s8-7bit"), default="u8",
+                   help="int8 dynamic: unsigned full-range weights (default) or signed 7-bit "
+                        "(see export.quantize)")
     p.add_argument("--int8-last-blocks", type=int, default=0,
                    help="int8: keep the last N transformer blocks of each graph fp32")
     p.add_argument("--int8-exclude", default=None,
@@ -156,27 +171,34 @@ def add_precision_arguments(p: argparse.ArgumentParser, default: str = "fp32") -
     p.add_argument("--skip-gate", action="store_true",
                    help="write the variant ungated (manifest: decision_gate 'not run'); "
                         "gate it later with python -m napari_sam3_onnx.export.gate")
+    p.add_argument("--reference-cache", type=Path, default=None,
+                   help="keep the fp32 decisions of the gate in this file (pickle) for later "
+                        "runs")
     p.add_argument("--fp32-out", type=Path, default=None,
                    help="exporter only: keep the fp32 reference bundle here")
 
 
 def run_precision(args: argparse.Namespace, fp32: Path, out: Path) -> int:
     """Convert ``fp32`` to ``out`` as ``args`` say, gate it, report; 1 (removed) if gated out."""
-    graphs = [g for g in args.graphs.split(",") if g]
+    graphs = [g for g in (args.graphs or ",".join(DEFAULT_GRAPHS)).split(",") if g]
+    exclude = None if args.int8_exclude is None else [
+        f for f in args.int8_exclude.split(",") if f]
+    int8_options = {"last_blocks": args.int8_last_blocks, "exclude": exclude,
+                    "token_table": getattr(args, "int8_token_table", "fp16"),
+                    "weights": getattr(args, "int8_weights", "u8")}
+    if args.precision == "int8" and getattr(args, "int8_candidates", "custom") == "search":
+        return _search(args, fp32, out, int8_options)
     if args.precision == "fp16":
         manifest = to_fp16(fp32, out, graphs, args.mode)
     else:
-        exclude = None if args.int8_exclude is None else [
-            f for f in args.int8_exclude.split(",") if f]
-        manifest = to_int8(fp32, out, graphs, method=args.int8_method,
-                           last_blocks=args.int8_last_blocks, exclude=exclude,
-                           token_table=getattr(args, "int8_token_table", "fp16"))
+        manifest = to_int8(fp32, out, graphs, method=args.int8_method or "dynamic",
+                           **int8_options)
     if getattr(args, "skip_gate", False):
         manifest["decision_gate"] = "not run"
         write_manifest(out, manifest, rehash=False)
         print(f"wrote {out} ungated: python -m napari_sam3_onnx.export.gate {fp32} {out}")
         return 0
-    result = compare(fp32, out)
+    result = compare(cached_decisions(fp32, getattr(args, "reference_cache", None)), out)
     size = {k: sum(f["bytes"] for f in m["files"].values())
             for k, m in (("fp32", read_manifest(fp32)), ("out", manifest))}
     result["bytes"] = size
@@ -188,6 +210,28 @@ def run_precision(args: argparse.Namespace, fp32: Path, out: Path) -> int:
         print(f"gated out: the {args.precision} bundle was removed "
               "(use --keep-failed to keep it)")
     return 0 if result["passed"] else 1
+
+
+def _search(args: argparse.Namespace, fp32: Path, out: Path, int8_options: dict) -> int:
+    """``--precision int8`` with the candidate search (:mod:`.candidates`)."""
+    from .candidates import search_int8
+
+    if args.graphs is not None or args.int8_method is not None:
+        raise SystemExit("--graphs / --int8-method name one variant: add --int8-candidates "
+                         "custom (the default search tries its own recipes)")
+    if getattr(args, "skip_gate", False):
+        raise SystemExit("the int8 candidate search needs the gate: drop --skip-gate, or name "
+                         "one variant with --int8-candidates custom")
+    reference = cached_decisions(fp32, getattr(args, "reference_cache", None))
+    record = search_int8(fp32, out, reference, keep_failed=args.keep_failed,
+                         log=lambda m: print(m, flush=True), **int8_options)
+    if record["chosen"] is None:
+        print("no int8 candidate passed the gate"
+              + (f"; the fastest was kept, marked failed, at {out}" if args.keep_failed
+                 else ": nothing was written (use --keep-failed to keep the fastest)"))
+        return 1
+    print(f"wrote {out}: int8 candidate {record['chosen']!r} passed the gate")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,12 +2,18 @@
 
 Two methods, both on the linear layers only (``MatMul`` with a constant weight, ``Gemm``):
 
-* ``dynamic`` (default): ``quantize_dynamic`` with **per-channel** int8 weights and activations
+* ``dynamic`` (default): ``quantize_dynamic`` with **per-channel** weights and activations
   quantised per call (``DynamicQuantizeLinear``); onnxruntime fuses each into
-  ``DynamicQuantizeMatMul`` and runs it with integer (VNNI/AVX2) kernels. Per-tensor weights
-  were tried first: 20 % feature error on the full encoder, against 3 % per channel;
-* ``weight-only``: ``MatMulNBits`` 8-bit blocks of 32 (accuracy level 4): int8 storage, the
-  activations stay fp32 - less error, but slower than per-channel dynamic on the CPU.
+  ``DynamicQuantizeMatMul`` and runs it with integer kernels. Per-tensor weights were tried
+  first: 20 % feature error on the full encoder. The weights are ``u8`` (unsigned, full 8-bit
+  range; the default) or ``s8-7bit`` (signed, 7-bit range). On x86 CPUs without VNNI (AVX2,
+  this project's machines) onnxruntime multiplies u8 x s8 pairs into saturating 16-bit lanes,
+  so full-range signed weights overflow (toy graph: 17 % output error) and need the 7-bit
+  range; its u8 x u8 kernel widens to 16 bits first and never saturates, so unsigned weights
+  keep all 8 bits (reduced encoder: 1.3 % feature error against 2.0 % for 7-bit signed, the
+  same speed; ``tests/test_export_quantize.py``);
+* ``weight-only``: ``MatMulNBits`` 8-bit blocks of 32, accuracy level 1 (the weights stored
+  int8 and widened to fp32 for fp32 arithmetic): the least error, int8 storage, fp32 speed.
 
 Attention itself (the fused ``MultiHeadAttention`` kernel, or the score ``MatMul`` of a plain
 export, whose both inputs are activations) stays fp32: ``MatMulConstBOnly``.
@@ -25,6 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 METHODS = ("dynamic", "weight-only")
+#: Weight formats of the ``dynamic`` method (see the module doc).
+WEIGHT_FORMATS = ("u8", "s8-7bit")
 #: How a constant ``Gather`` table (the text encoder's token embedding) is stored.
 TABLE_STORAGE = ("fp16", "int8", "fp32")
 #: Name fragments of linear layers kept fp32 by default (projections into the heads).
@@ -82,7 +90,7 @@ def fp16_tables(model) -> int:
 
 def quantize_graph(src: Path | str, dst: Path | str, *, method: str = "dynamic",
                    last_blocks: int = 0, exclude: Sequence[str] = DEFAULT_EXCLUDE,
-                   embeddings: bool | str = False, reduce_range: bool = True) -> dict:
+                   embeddings: bool | str = False, weights: str = "u8") -> dict:
     """Write ``src`` (fp32 ONNX) to ``dst`` with its linear layers int8 (see module doc).
 
     ``embeddings``: how constant ``Gather`` tables (the text encoder's 49408 x 1024 token
@@ -92,9 +100,8 @@ def quantize_graph(src: Path | str, dst: Path | str, *, method: str = "dynamic",
     (unchanged). One scale for 50 M values is coarse: on the reduced model the int8 table
     alone gives 1.4 % text-feature error, all int8 linear layers 0.4 %, so ``"fp16"`` is what
     :func:`.precision.to_int8` asks for.
-    ``reduce_range``: 7-bit weights. Needed on x86 CPUs without VNNI (AVX2 only, this project's
-    machines): their u8 x s8 kernel sums pairs of products in saturating 16-bit lanes, and full
-    8-bit weights overflow them (toy graph: 17 % output error full-range, 2.5 % reduced).
+    ``weights``: ``u8`` (full 8-bit unsigned) or ``s8-7bit`` (signed, 7-bit range) for the
+    ``dynamic`` method; why u8 is the default is in the module doc.
 
     Returns what was done: method, quantised and excluded node counts, the excluded names.
     """
@@ -105,6 +112,8 @@ def quantize_graph(src: Path | str, dst: Path | str, *, method: str = "dynamic",
     targets = [n.name for n in linear_nodes(model) if n.name not in set(keep)]
     inits = {i.name for i in model.graph.initializer}
     storage = embeddings if isinstance(embeddings, str) else ("int8" if embeddings else "fp32")
+    if weights not in WEIGHT_FORMATS:
+        raise ValueError(f"weights must be one of {WEIGHT_FORMATS}, not {weights!r}")
     if storage not in TABLE_STORAGE:
         raise ValueError(f"embeddings must be one of {TABLE_STORAGE}, not {embeddings!r}")
     tables = [n.name for n in model.graph.node
@@ -114,15 +123,15 @@ def quantize_graph(src: Path | str, dst: Path | str, *, method: str = "dynamic",
 
         quantize_dynamic(model, str(dst),
                          op_types_to_quantize=["MatMul", "Gemm"] + (["Gather"] if tables else []),
-                         per_channel=True, reduce_range=reduce_range,
-                         weight_type=QuantType.QInt8,
+                         per_channel=True, reduce_range=weights == "s8-7bit",
+                         weight_type=QuantType.QUInt8 if weights == "u8" else QuantType.QInt8,
                          nodes_to_quantize=targets + tables, nodes_to_exclude=keep,
                          extra_options={"MatMulConstBOnly": True})
     elif method == "weight-only":
         from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
         q = MatMulNBitsQuantizer(model, bits=8, block_size=32, is_symmetric=True,
-                                 accuracy_level=4, nodes_to_exclude=keep)
+                                 accuracy_level=1, nodes_to_exclude=keep)
         q.process()
         onnx.save(q.model.model, str(dst))
     else:
@@ -133,7 +142,7 @@ def quantize_graph(src: Path | str, dst: Path | str, *, method: str = "dynamic",
         half = fp16_tables(quantised)
         if half:
             onnx.save(quantised, str(dst))
-    return {"method": method, "reduce_range": reduce_range and method == "dynamic",
+    return {"method": method, "weights": weights if method == "dynamic" else "int8 blocks of 32",
             "quantized": len(targets), "tables": len(tables) + half,
             "token_table": storage if (tables or half) else None,
             "kept_fp32": len(keep),

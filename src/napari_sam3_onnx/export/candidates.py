@@ -1,0 +1,125 @@
+"""Which int8 variant ships: candidates tried fastest first, the first the gate passes is kept.
+
+``--precision int8`` does not trust one recipe: each of :data:`CANDIDATES` is written to a
+private folder next to the output, run through the decision gate (:mod:`.gate`, stopping at
+the first failing stage) and removed again, until one passes; that one becomes the output
+folder (one rename, so a half-written bundle never carries the user's name). The manifest's
+``int8_search`` records every candidate tried with its gate figures, so a user sees what the
+bundle gave up and why. Measured on this project's machines (docs/export.md):
+
+* ``all``: both encoders' linear layers int8 arithmetic - 1.7-2.2x the fp32 image encoder,
+  a third of the bytes; on random weights it fails the gate (near-zero mask logits);
+* ``image-weights``: the image encoder's weights stored int8 (blocks of 32) and widened to fp32
+  for fp32 arithmetic, the language encoder int8 - fp32 speed, a quarter of the image
+  encoder's bytes;
+* ``text``: the language encoder alone in int8 (fp16 token table); the image encoder is fp32's
+  own file, so clicks and propagation are fp32's.
+
+Needs ``onnx`` and ``onnxruntime`` only.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .gate import compare
+from .manifest import write_manifest
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One int8 recipe: the quantisation method of each converted graph (manifest role)."""
+
+    name: str
+    methods: Mapping[str, str]
+    what: str
+
+
+#: Fastest first; the search keeps the first that passes the gate.
+CANDIDATES = (
+    Candidate("all", {"image_encoder": "dynamic", "language_encoder": "dynamic"},
+              "both encoders in int8 arithmetic"),
+    Candidate("image-weights", {"image_encoder": "weight-only", "language_encoder": "dynamic"},
+              "image encoder int8 weights with fp32 arithmetic, language encoder int8"),
+    Candidate("text", {"language_encoder": "dynamic"},
+              "language encoder int8, image encoder fp32"),
+)
+
+
+def search_int8(fp32: Path | str, out: Path | str, reference: dict, *,
+                candidates: Sequence[Candidate] = CANDIDATES, keep_failed: bool = False,
+                judge: Callable[..., dict] | None = None,
+                log: Callable[[str], None] = print, **int8_options) -> dict:
+    """Write the first of ``candidates`` that passes the gate to ``out``; return its record.
+
+    Parameters
+    ----------
+    fp32, out
+        The fp32 bundle and the output folder (absent or empty; nothing else is touched:
+        candidates are built in a private temporary folder beside ``out``).
+    reference
+        ``gate.decisions`` of ``fp32`` (made once for every candidate).
+    keep_failed
+        When none passes, keep the first (fastest) candidate at ``out``, marked failed.
+    judge
+        ``compare(reference, folder, fail_fast=True)`` by default (a test may pass its own).
+    int8_options
+        Passed to :func:`.precision.to_int8` (``token_table``, ``weights``, ``exclude``,
+        ``last_blocks``).
+
+    Returns
+    -------
+    dict
+        ``{"chosen": name or None, "tried": [{"candidate", "what", "passed", "checks",
+        "summary", "bytes"}, ...]}``; the same record is in the output's manifest
+        (``int8_search``) when a bundle is written.
+    """
+    from .precision import to_int8
+
+    fp32, out = Path(fp32), Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} exists and is not empty: name a new folder")
+    judge = judge or (lambda ref, folder: compare(ref, folder, fail_fast=True))
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.candidates-", dir=out.parent))
+    record: dict = {"chosen": None, "tried": []}
+    fallback: tuple[Path, dict, dict] | None = None
+    try:
+        for cand in candidates:
+            folder = work / cand.name
+            log(f"int8 candidate {cand.name!r}: {cand.what}")
+            manifest = to_int8(fp32, folder, list(cand.methods), method=dict(cand.methods),
+                               **int8_options)
+            result = judge(reference, folder)
+            size = sum(f["bytes"] for f in manifest["files"].values())
+            record["tried"].append({"candidate": cand.name, "what": cand.what,
+                                    "passed": result["passed"], "checks": result["checks"],
+                                    "summary": result["summary"], "bytes": size})
+            log(f"  gate {'passed' if result['passed'] else 'failed'}: {result['checks']} "
+                f"{result['summary']} ({size / 1e9:.2f} GB)")
+            if result["passed"]:
+                record["chosen"] = cand.name
+                _finish(folder, out, manifest, result, record)
+                return record
+            if keep_failed and fallback is None:
+                fallback = (folder, manifest, result)
+            else:
+                shutil.rmtree(folder)
+        if fallback is not None:
+            _finish(fallback[0], out, fallback[1], fallback[2], record)
+        return record
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _finish(folder: Path, out: Path, manifest: dict, result: dict, record: dict) -> None:
+    """Record the gate and the search in ``folder``'s manifest, then move it to ``out``."""
+    manifest["decision_gate"] = result
+    manifest["int8_search"] = record
+    write_manifest(folder, manifest, rehash=False)
+    if out.exists():
+        out.rmdir()  # empty (checked before the search started)
+    folder.rename(out)
