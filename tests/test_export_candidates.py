@@ -102,21 +102,21 @@ def test_search_keeps_the_first_candidate_that_passes(tmp_path):
     out = tmp_path / "int8"
     record = search_int8(tmp_path / "fp32", out, {}, judge=_fake_judge({"language_encoder"}, seen),
                          log=lambda m: None)
-    assert [c.name for c in CANDIDATES] == ["all", "image-weights", "text"]
+    assert [c.name for c in CANDIDATES] == ["all", "weights", "text"]
     assert seen == [["image_encoder", "language_encoder"]] * 2 + [["language_encoder"]]
     assert record["chosen"] == "text" and [t["passed"] for t in record["tried"]] == [
         False, False, True]
     manifest = read_manifest(out)
     assert manifest["int8_search"]["chosen"] == "text"
     assert manifest["decision_gate"]["passed"] is True
-    assert "language_encoder (dynamic)" in manifest["precision"]
+    assert "language_encoder (weight-only)" in manifest["precision"]
     # the image encoder is fp32's own file; nothing but the output appeared beside the inputs
     assert (out / "image_encoder.onnx").read_bytes() == (
         tmp_path / "fp32" / "image_encoder.onnx").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fp32", "int8", "mine.txt"]
     # the kept candidate converted its language encoder
     ops = {n.op_type for n in onnx.load(out / "language_encoder.onnx").graph.node}
-    assert "MatMulInteger" in ops
+    assert "MatMulNBits" in ops
 
 
 def test_search_writes_nothing_when_no_candidate_passes_unless_kept(tmp_path):

@@ -7,13 +7,13 @@ folder (one rename, so a half-written bundle never carries the user's name). The
 ``int8_search`` records every candidate tried with its gate figures, so a user sees what the
 bundle gave up and why. Measured on this project's machines (docs/export.md):
 
-* ``all``: both encoders' linear layers int8 arithmetic - 1.7-2.2x the fp32 image encoder,
-  a third of the bytes; on random weights it fails the gate (near-zero mask logits);
-* ``image-weights``: the image encoder's weights stored int8 (blocks of 32) and widened to fp32
-  for fp32 arithmetic, the language encoder int8 - fp32 speed, a quarter of the image
-  encoder's bytes;
-* ``text``: the language encoder alone in int8 (fp16 token table); the image encoder is fp32's
-  own file, so clicks and propagation are fp32's.
+* ``all``: both encoders' linear layers in int8 arithmetic (``dynamic``, u8 weights) -
+  1.7-2.2x the fp32 image encoder, a third of the bytes; on random weights it fails the gate
+  (near-zero mask logits move);
+* ``weights``: both encoders' weights stored int8 (blocks of 32, ``weight-only``) and widened
+  to fp32 for fp32 arithmetic - fp32 speed, a third of the bytes, the least error;
+* ``text``: the language encoder's weights alone in int8; the image encoder is fp32's own file,
+  so clicks and propagation are fp32's, and only the text side can change.
 
 Needs ``onnx`` and ``onnxruntime`` only.
 """
@@ -43,10 +43,10 @@ class Candidate:
 CANDIDATES = (
     Candidate("all", {"image_encoder": "dynamic", "language_encoder": "dynamic"},
               "both encoders in int8 arithmetic"),
-    Candidate("image-weights", {"image_encoder": "weight-only", "language_encoder": "dynamic"},
-              "image encoder int8 weights with fp32 arithmetic, language encoder int8"),
-    Candidate("text", {"language_encoder": "dynamic"},
-              "language encoder int8, image encoder fp32"),
+    Candidate("weights", {"image_encoder": "weight-only", "language_encoder": "weight-only"},
+              "both encoders' weights int8, fp32 arithmetic"),
+    Candidate("text", {"language_encoder": "weight-only"},
+              "the language encoder's weights int8, fp32 arithmetic; image encoder fp32"),
 )
 
 
