@@ -250,6 +250,7 @@ class AutoPanel(QWidget):
         self.progress.setRange(0, len(refs))
         self.progress.setValue(0)
         self.progress.setVisible(True)
+        work: tuple  # the worker's generator function and its arguments
         if job is None:
             work = (iter_run, encoder, refs, settings, self.settings.link_value, self._cancel)
         else:
