@@ -154,3 +154,25 @@ def _drain(gen):
             steps.append(next(gen))
         except StopIteration as stop:
             return steps, stop.value
+
+
+def test_a_model_attached_mid_run_does_not_change_the_run(bundle, tmp_path):
+    from napari_sam3_onnx.models.bundle import open_bundle as open_adapter
+    from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
+
+    stack = np.stack([blob_image(SHAPE, drifting(z), value=255) for z in range(4)])
+    workspace, refs = _tracked_refs(bundle, stack)
+    other = build_hf_tracker(tmp_path / "hf")  # no memory graphs: it would carry over
+
+    def attach_once():  # the dock loads another model while the key plane is segmented
+        if workspace.adapter is bundle.adapter:
+            workspace.attach(open_adapter(other), other)
+        return False
+
+    steps, run = _drain(iter_segment_tracked(workspace, refs, 1, settings=FAST,
+                                             cancelled=attach_once))
+    assert workspace.adapter is not bundle.adapter  # the other model was attached mid-run
+    assert run.method == "memory" and len(steps) == 4
+    ref = segment_all_tracked(bundle, stack, key=1, settings=FAST)
+    for step in steps:
+        np.testing.assert_array_equal(step.result.labels, ref.labels[step.index])

@@ -179,7 +179,9 @@ def iter_segment_tracked(
     if not seeds:
         yield AutoStep(tuple(refs[key].index), AutoResult(auto.labels), 1, len(refs))
         return run
-    steps = iter_propagate(workspace, refs, seeds, stop_after_absent=stop_after_absent,
+    # The model the key plane was segmented with, even if the dock attaches another meanwhile.
+    same = Workspace.for_encoder(encoder, workspace.folder or Path(), workspace.tiling)
+    steps = iter_propagate(same, refs, seeds, stop_after_absent=stop_after_absent,
                            cancelled=cancelled)
     done = 0
     while True:
