@@ -146,3 +146,20 @@ def test_the_mode_is_offered_only_for_an_image_with_a_slice_axis(make_napari_vie
     w.image.setCurrentIndex(w.image.findText("stack"))
     assert not panel.mode.isHidden() and panel.mode.tracked
     assert panel.mode.key.maximum() == Z - 1
+
+
+def test_a_4d_image_is_tracked_along_z_at_the_time_point_shown(make_napari_viewer, toy, qtbot):
+    data = np.stack([stack(4, lambda z: ((40, 20 + 5 * z, 9),)), stack(4)])  # (t, z, y, x)
+    viewer, _image, _w, panel = open_tab(make_napari_viewer, data, toy)
+    assert "(z)" in panel.mode.key_label.text() and panel.mode.key.maximum() == 3
+    panel.mode.set_tracked(True)
+    viewer.dims.set_current_step(0, 1)
+    viewer.dims.set_current_step(1, 2)
+    panel.run()
+    qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    got = preview_stack(viewer)
+    ref = segment_all_tracked(api.open_bundle(toy), data[1], key=2,
+                              settings=panel.settings.settings(), window=WINDOW)
+    np.testing.assert_array_equal(got[1], ref.labels)
+    assert ref.labels.any() and not got[0].any()  # the other time point is left alone
+    assert "t=1, z=2" in panel.messages[-2]  # the start message names the key slice
