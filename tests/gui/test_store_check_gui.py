@@ -174,3 +174,17 @@ def test_a_check_superseded_by_another_model_load_is_dropped(
     qtbot.waitUntil(lambda: finished == [tmp_path / "a.zarr"], timeout=10000)
     assert w.session.encoder is first and w.workspace.store is None
     assert tmp_path / "a.zarr" not in used and w.model.store.path is None
+
+
+def test_an_unexpected_failure_of_the_check_says_what_and_falls_back_to_memory(
+        make_napari_viewer, open_widget, qtbot, monkeypatch, tmp_path, toy):
+    def unreadable(folder):
+        raise PermissionError(f"cannot read {folder}")
+
+    monkeypatch.setattr(keys, "bundle_digest", unreadable)
+    _viewer, w, _truth, _centre = dock_with_toy(make_napari_viewer, open_widget, toy)
+    w.model.store.attach(tmp_path / "a.zarr", write=True)
+    qtbot.waitUntil(lambda: w.model.checking is None, timeout=10000)
+    assert "Embedding store not used: PermissionError: cannot read" in w.status.text()
+    assert type(w.session.encoder) is SliceEncoder and w.model.store.path is None
+    assert w.panels["Text"].run_button.isEnabled()

@@ -1,8 +1,10 @@
 """The widget's model section: bundle folder, Download..., device and cache budget.
 
 Opening a bundle only reads the graphs' headers; the weights load in a worker on the first
-encode. The registry and downloader are imported lazily: without them the Download menu is
-disabled and the folder field still works.
+encode, and an embedding store is checked against the bundle in a worker too
+(:mod:`.store_check`: hashing a full bundle's weights takes seconds). The registry and
+downloader are imported lazily: without them the Download menu is disabled and the folder
+field still works.
 """
 
 from __future__ import annotations
