@@ -27,7 +27,7 @@ pytestmark = pytest.mark.gui
 
 #: How long a held digest waits for the test before it returns on its own (so a digest run on
 #: the Qt thread, which the test cannot release, ends the test instead of hanging it).
-HOLD_S = 4.0
+HOLD_S = 10.0
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,10 @@ the one :class:`~napari_sam3_onnx.engine.encoding.SliceEncoder` (single-flight c
 backed by an embedding store), the one language-encoder cache, the tiling setting and a data
 version per image. The headless API makes one per call from a :class:`~.bundles.Bundle`; the
 dock makes one for its lifetime and attaches each model it loads to it, so every tab shares the
-same encoder, cache and text cache. No Qt here.
+same encoder, cache and text cache. Attaching is :meth:`Workspace.prepare` (the slow part: a
+store's bundle digest and opening it) then :meth:`Workspace.use` (cheap); :meth:`Workspace.attach`
+does both in the caller's thread (the API, the CLI), the dock runs ``prepare`` in a worker.
+No Qt here.
 """
 
 from __future__ import annotations
