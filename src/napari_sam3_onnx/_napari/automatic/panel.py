@@ -186,6 +186,7 @@ class AutoPanel(QWidget):
         elif not adapter.has(Capability.CLICKS):
             reason = (f"The {adapter.layout} bundle has no SAM head for clicks, so it cannot "
                       "segment automatically; use the Text tab, or a tracker bundle.")
+        reason = reason or self.host.model.checking  # a store still being checked
         self.explain.setText(reason or "")
         self.explain.setVisible(reason is not None)
         idle = not self.running
