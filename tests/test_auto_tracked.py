@@ -7,8 +7,9 @@ import pytest
 
 from conftest import blob_image
 from napari_sam3_onnx import api
-from napari_sam3_onnx.api.automatic_tracked import segment_all_tracked
+from napari_sam3_onnx.api.automatic_tracked import iter_segment_tracked, segment_all_tracked
 from napari_sam3_onnx.engine.automatic import AutoMaskSettings
+from napari_sam3_onnx.engine.cache import EmbeddingCache
 from napari_sam3_onnx.models.errors import PromptError
 from napari_sam3_onnx.testing.nso import build_nso
 
@@ -77,3 +78,101 @@ def test_cli_propagate_from_writes_what_the_api_gives(bundle, tmp_path, capsys):
     code = main(["segment-all", str(bundle.folder), str(tmp_path / "stack.tif"), "--out",
                  str(tmp_path / "x.tif"), "--propagate-from", "1", "--slices", "0:2"])
     assert code == 2 and not (tmp_path / "x.tif").exists()
+
+
+# ---- the generator every caller shares -----------------------------------------------------
+
+def _tracked_refs(bundle, stack):
+    from napari_sam3_onnx.api.jobs import StackJob
+
+    workspace = bundle.workspace(cache=EmbeddingCache())
+    return workspace, StackJob(stack).refs()
+
+
+def test_the_generator_yields_the_key_plane_first_then_every_plane_once(bundle):
+    stack = np.stack([blob_image(SHAPE, drifting(z), value=255) for z in range(6)])
+    workspace, refs = _tracked_refs(bundle, stack)
+    gen = iter_segment_tracked(workspace, refs, 2, settings=FAST, stop_after_absent=None)
+    steps, run = _drain(gen)
+    assert steps[0].index == (2,)
+    assert sorted(s.index for s in steps) == [(z,) for z in range(6)]  # each plane once
+    assert [s.done for s in steps] == list(range(1, 7)) and {s.total for s in steps} == {6}
+    got = np.stack([s.result.labels for s in sorted(steps, key=lambda s: s.index)])
+    ref = segment_all_tracked(bundle, stack, key=2, settings=FAST, stop_after_absent=None)
+    np.testing.assert_array_equal(got, ref.labels)  # the API is a loop over the generator
+    assert run.key == 2 and run.method == "memory" and not run.cancelled
+    assert run.rows == ref.rows and {r["label"] for r in run.rows} == set(np.unique(got)) - {0}
+    # each plane's objects: the key plane's score, this plane's own area and box
+    key_score = {r["label"]: r["score"] for r in run.rows}
+    for s in steps:
+        for inst in s.result.instances:
+            mask = s.result.labels == inst.id
+            rows, cols = np.nonzero(mask)
+            assert inst.area == mask.sum() and inst.index == s.index
+            assert inst.box_rc == (rows.min(), cols.min(), rows.max(), cols.max())
+            assert round(inst.score, 6) == key_score[inst.id]
+        assert {i.id for i in s.result.instances} == set(np.unique(s.result.labels)) - {0}
+    # one workspace for both steps: the key plane is encoded once even without a store
+    assert run.propagation.encoder_calls == 5
+
+
+def test_the_generator_stops_on_cancel_with_complete_planes(bundle):
+    stack = np.stack([blob_image(SHAPE, drifting(z), value=255) for z in range(6)])
+    workspace, refs = _tracked_refs(bundle, stack)
+    seen = []
+    gen = iter_segment_tracked(workspace, refs, 2, settings=FAST,
+                               cancelled=lambda: len(seen) >= 3)
+    while True:
+        try:
+            seen.append(next(gen))
+        except StopIteration as stop:
+            run = stop.value
+            break
+    assert len(seen) == 3 and run.cancelled and run.propagation.cancelled
+    gen = iter_segment_tracked(workspace, refs, 2, settings=FAST, cancelled=lambda: True)
+    steps, run = _drain(gen)  # cancelled on the key plane: nothing, nothing propagated
+    assert steps == [] and run.cancelled and run.propagation is None
+
+
+def test_the_generator_refuses_bad_input_before_any_work(bundle):
+    stack = np.stack([blob_image(SHAPE, drifting(z), value=255) for z in range(3)])
+    workspace, refs = _tracked_refs(bundle, stack)
+    calls0 = workspace.encoder.thread_encoder_calls()
+    for key, kwargs, match in ((3, {}, "outside"), (-1, {}, "outside"),
+                               (1, {"stop_after_absent": 0}, "stop_after_absent")):
+        with pytest.raises(PromptError, match=match):
+            next(iter_segment_tracked(workspace, refs, key, settings=FAST, **kwargs))
+    with pytest.raises(PromptError, match="stack"):
+        next(iter_segment_tracked(workspace, refs[:1], 0, settings=FAST))
+    assert workspace.encoder.thread_encoder_calls() == calls0  # nothing was encoded
+
+
+def _drain(gen):
+    steps = []
+    while True:
+        try:
+            steps.append(next(gen))
+        except StopIteration as stop:
+            return steps, stop.value
+
+
+def test_a_model_attached_mid_run_does_not_change_the_run(bundle, tmp_path):
+    from napari_sam3_onnx.models.bundle import open_bundle as open_adapter
+    from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
+
+    stack = np.stack([blob_image(SHAPE, drifting(z), value=255) for z in range(4)])
+    workspace, refs = _tracked_refs(bundle, stack)
+    other = build_hf_tracker(tmp_path / "hf")  # no memory graphs: it would carry over
+
+    def attach_once():  # the dock loads another model while the key plane is segmented
+        if workspace.adapter is bundle.adapter:
+            workspace.attach(open_adapter(other), other)
+        return False
+
+    steps, run = _drain(iter_segment_tracked(workspace, refs, 1, settings=FAST,
+                                             cancelled=attach_once))
+    assert workspace.adapter is not bundle.adapter  # the other model was attached mid-run
+    assert run.method == "memory" and len(steps) == 4
+    ref = segment_all_tracked(bundle, stack, key=1, settings=FAST)
+    for step in steps:
+        np.testing.assert_array_equal(step.result.labels, ref.labels[step.index])

@@ -54,6 +54,25 @@ def test_one_language_cache_per_model_read_with_the_graphs_context_length(folder
     assert ws.adapter is None and ws.encoder is None and not ws.has(Capability.TEXT)
 
 
+def test_prepare_touches_nothing_and_use_attaches_what_it_made(folder, tmp_path):
+    """The dock prepares a store-backed encoder in a worker and attaches it on its thread."""
+    adapter = open_bundle(folder)
+    ws = Workspace()
+    ws.attach(adapter, folder)
+    texts, memory = ws.texts, ws.encoder
+    ready = ws.prepare(adapter, folder, tmp_path / "emb.zarr", write=True)
+    assert ws.encoder is memory and ws.store is None  # nothing attached yet
+    assert (tmp_path / "emb.zarr" / "zarr.json").is_file()  # the store was opened (created)
+    assert ready.encoder is not memory and ready.encoder.cache is ws.cache
+    ws.pause()  # while it was being checked: the model stays, nothing can encode
+    assert ws.encoder is None and ws.adapter is adapter and ws.texts is texts
+    assert ws.use(ready) is ready.encoder and ws.encoder is ready.encoder
+    assert ws.store == tmp_path / "emb.zarr" and ws.texts is texts  # same model: same cache
+    with pytest.raises(Sam3OnnxError, match="No embedding store at"):
+        ws.prepare(adapter, folder, tmp_path / "missing.zarr")
+    assert ws.encoder is ready.encoder  # a refused store changes nothing
+
+
 def test_detach_keeps_the_cache_and_the_data_versions(folder):
     ws = Workspace()
     ws.attach(open_bundle(folder), folder)

@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("onnx")
 
 from napari_sam3_onnx.api.bundles import resolve_bundle
+from napari_sam3_onnx.engine.encoding import SliceEncoder
 from napari_sam3_onnx.engine.store.embedding_store import BundleTag, EmbeddingStore
 from napari_sam3_onnx.engine.store.lookup import LookupStoreEncoder
 from napari_sam3_onnx.engine.store.precompute import StoreBackedEncoder, precompute
@@ -65,6 +66,12 @@ def opened(make_napari_viewer, open_widget, toy, tif):
     return viewer, image, w
 
 
+def attach_store(qtbot, w, store, write):
+    """Choose ``store`` in the Embeddings row and wait for its check (it runs in a worker)."""
+    w.model.store.attach(store, write=write)
+    qtbot.waitUntil(lambda: w.model.checking is None, timeout=30000)
+
+
 def click_and_commit(qtbot, viewer, w, truth, z, which):
     viewer.dims.set_current_step(0, z)
     rr, cc = np.nonzero(truth[z] == which)
@@ -79,7 +86,7 @@ def test_cli_precomputed_stack_in_every_tab_with_zero_encodes(
     tif, store, stack, truth = precomputed
     viewer, image, w = opened(make_napari_viewer, open_widget, toy, tif)
     assert image.name == "stack" and image.data.shape == stack.shape
-    w.model.store.attach(store, write=False)
+    attach_store(qtbot, w, store, write=False)
     encoder = w.session.encoder
     assert isinstance(encoder, LookupStoreEncoder) and w.model.store.path == store
     # the Clicks tab on every slice
@@ -123,18 +130,25 @@ def test_cli_precomputed_stack_in_every_tab_with_zero_encodes(
 
 
 def test_a_store_of_another_bundle_is_refused_with_the_stores_message(
-        make_napari_viewer, open_widget, tmp_path, toy, hf_bundle, precomputed):
-    tif, _store, stack, _truth = precomputed
+        make_napari_viewer, open_widget, qtbot, tmp_path, toy, hf_bundle, precomputed):
+    tif, _store, stack, truth = precomputed
     other = open_bundle(hf_bundle)
     theirs = EmbeddingStore(tmp_path / "hf.zarr", BundleTag.for_folder(hf_bundle, other.layout))
     precompute(StoreBackedEncoder(other, theirs), [_ref(stack)])
-    _viewer, _image, w = opened(make_napari_viewer, open_widget, toy, tif)
-    w.model.store.attach(tmp_path / "hf.zarr", write=True)
+    viewer, _image, w = opened(make_napari_viewer, open_widget, toy, tif)
+    attach_store(qtbot, w, tmp_path / "hf.zarr", write=True)
     assert w.model.store.path is None and w.model.store.choice.currentText() == "Memory only"
     assert not isinstance(w.session.encoder, LookupStoreEncoder)
     assert "Embedding store not used" in w.status.text()
     assert "holds 1 embedding(s) of bundle" in w.status.text()
     assert "--replace-store" in w.status.text()  # the store's own hint
+    # the model then works from memory only, and the store is left as it was
+    encoder = w.session.encoder
+    assert type(encoder) is SliceEncoder and w.workspace.store is None
+    assert all(w.panels[t].run_button.isEnabled() for t in ("Text", "Automatic"))
+    click_and_commit(qtbot, viewer, w, truth, 1, 2)
+    assert encoder.encoder_calls == 1
+    assert theirs.entries("x") == ["00000"] and theirs.images() == ["x"]
 
 
 def _ref(stack):
@@ -147,9 +161,9 @@ def test_new_planes_go_into_the_store_only_when_allowed(
         make_napari_viewer, open_widget, qtbot, tmp_path, toy, precomputed):
     tif, _store, _stack, truth = precomputed
     viewer, _image, w = opened(make_napari_viewer, open_widget, toy, tif)
-    w.model.store.attach(tmp_path / "missing.zarr", write=False)
+    attach_store(qtbot, w, tmp_path / "missing.zarr", write=False)
     assert w.model.store.path is None and "No embedding store at" in w.status.text()
-    w.model.store.attach(tmp_path / "new.zarr", write=True)
+    attach_store(qtbot, w, tmp_path / "new.zarr", write=True)
     click_and_commit(qtbot, viewer, w, truth, 2, 1)
     encoder = w.session.encoder
     assert encoder.encoder_calls == 1 and encoder.store.writes == 1

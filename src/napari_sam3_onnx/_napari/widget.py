@@ -69,7 +69,7 @@ class ClicksWidget(QWidget):
         self._layer_names: dict = {}  # unique_id -> name, kept on the Qt thread for workers
         self.model = ModelPanel(self.session.model_changed, self._set_budget, self.notify,
                                 image_name=lambda ref: self._layer_names.get(ref.source, ""),
-                                workspace=self.workspace)
+                                workspace=self.workspace, inform=self.inform)
 
         self.image = compact_combo()
         self.image.currentIndexChanged.connect(lambda _i: self._image_changed())

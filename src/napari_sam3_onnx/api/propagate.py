@@ -80,9 +80,7 @@ def iter_propagate(
         check_object_id(oid)
     if len(refs) < 2:
         raise PromptError(STACK_NEEDED)
-    if stop_after_absent is not None and int(stop_after_absent) < 1:
-        raise PromptError(f"stop_after_absent={stop_after_absent}: give 1 or more slices "
-                          "(or None to never stop).")
+    check_stop_after(stop_after_absent)
     if index_range is not None:
         lo, hi = (int(v) for v in index_range)
         if not 0 <= lo < hi <= len(refs):
@@ -92,6 +90,13 @@ def iter_propagate(
     return (yield from _iter_propagate(workspace.adapter, encoder, list(refs), seeds,
                                        direction, index_range, stop_after_absent, cancelled,
                                        keep_outputs=False))
+
+
+def check_stop_after(stop_after_absent: int | None) -> None:
+    """Refuse a ``stop_after_absent`` below 1 (None: never stop) before any work starts."""
+    if stop_after_absent is not None and int(stop_after_absent) < 1:
+        raise PromptError(f"stop_after_absent={stop_after_absent}: give 1 or more slices "
+                          "(or None to never stop).")
 
 
 def propagate(

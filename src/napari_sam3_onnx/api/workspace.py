@@ -6,12 +6,16 @@ the one :class:`~napari_sam3_onnx.engine.encoding.SliceEncoder` (single-flight c
 backed by an embedding store), the one language-encoder cache, the tiling setting and a data
 version per image. The headless API makes one per call from a :class:`~.bundles.Bundle`; the
 dock makes one for its lifetime and attaches each model it loads to it, so every tab shares the
-same encoder, cache and text cache. No Qt here.
+same encoder, cache and text cache. Attaching is :meth:`Workspace.prepare` (the slow part: a
+store's bundle digest and opening it) then :meth:`Workspace.use` (cheap); :meth:`Workspace.attach`
+does both in the caller's thread (the API, the CLI), the dock runs ``prepare`` in a worker.
+No Qt here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine.cache import EmbeddingCache
@@ -61,6 +65,28 @@ class DataVersions:
         return self._counts[source]
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """A model with its encoder, ready to attach (:meth:`Workspace.prepare` makes it).
+
+    Attributes
+    ----------
+    adapter : SamAdapter
+        The model.
+    folder : Path
+        Its bundle folder.
+    encoder : SliceEncoder
+        Its encoder on the workspace's cache (store-backed when ``store`` is set).
+    store : Path or None
+        The embedding store's folder (None: memory only).
+    """
+
+    adapter: SamAdapter
+    folder: Path
+    encoder: SliceEncoder
+    store: Path | None
+
+
 class Workspace:
     """One model and what every workflow shares around it.
 
@@ -79,7 +105,8 @@ class Workspace:
     folder : Path or None
         Its bundle folder.
     encoder : SliceEncoder or None
-        The one encoder every workflow uses (store-backed when a store is attached).
+        The one encoder every workflow uses (store-backed when a store is attached; None
+        without a model, or while :meth:`pause` holds it back).
     store : Path or None
         The attached embedding store's folder.
     tiling : TileSettings or None
@@ -116,30 +143,64 @@ class Workspace:
         return ws
 
     # ---- the model ---------------------------------------------------------------------
+    def prepare(self, adapter: SamAdapter, folder: Path | str, store: Path | str | None = None,
+                write: bool = False,
+                image_name: Callable[[SliceRef], str] | None = None) -> Attachment:
+        """The slow half of :meth:`attach`: the encoder for ``adapter``, over ``store`` if given.
+
+        With a store this hashes the bundle's weight files (seconds for a full-size bundle the
+        first time, see :mod:`~napari_sam3_onnx.engine.store.bundle_digest`) and opens the
+        store (created when missing, with ``write``). It changes nothing in the workspace, so
+        the dock runs it in a worker thread and hands the result to :meth:`use` on its own
+        thread.
+
+        Raises
+        ------
+        StoreMismatchError, StoreError
+            ``store`` cannot be used for this bundle.
+        """
+        folder = Path(folder)
+        model_id = (str(folder.resolve()), adapter.layout)
+        if store is None:
+            encoder: SliceEncoder = SliceEncoder(adapter, self.cache, model_id=model_id)
+        else:
+            encoder = open_lookup_encoder(adapter, folder, store, write, self.cache, model_id,
+                                          image_name)
+        return Attachment(adapter, folder, encoder, None if store is None else Path(store))
+
+    def use(self, attachment: Attachment) -> SliceEncoder:
+        """Attach what :meth:`prepare` made (cheap: no file is read).
+
+        The language cache is kept when the same model is attached again (another store).
+        """
+        if attachment.adapter is not self.adapter:
+            self._texts, self._language = None, None
+        self.adapter, self.folder = attachment.adapter, attachment.folder
+        self.encoder, self.store = attachment.encoder, attachment.store
+        return attachment.encoder
+
     def attach(self, adapter: SamAdapter, folder: Path | str, store: Path | str | None = None,
                write: bool = False,
                image_name: Callable[[SliceRef], str] | None = None) -> SliceEncoder:
         """Use ``adapter`` (opened from ``folder``) from now on, backed by ``store`` if given.
 
-        The language cache is kept when the same model is attached again (another store).
+        :meth:`prepare` then :meth:`use`, in the caller's thread. The language cache is kept
+        when the same model is attached again (another store).
 
         Raises
         ------
         StoreMismatchError, StoreError
             ``store`` cannot be used for this bundle; nothing is attached then.
         """
-        folder = Path(folder)
-        model_id = (str(folder.resolve()), adapter.layout)
-        if store is None:
-            encoder = SliceEncoder(adapter, self.cache, model_id=model_id)
-        else:
-            encoder = open_lookup_encoder(adapter, folder, store, write, self.cache, model_id,
-                                          image_name)
-        if adapter is not self.adapter:
-            self._texts, self._language = None, None
-        self.adapter, self.folder, self.encoder = adapter, folder, encoder
-        self.store = None if store is None else Path(store)
-        return encoder
+        return self.use(self.prepare(adapter, folder, store, write, image_name))
+
+    def pause(self) -> None:
+        """No encoder until the next :meth:`use` (a store is being checked for the model).
+
+        The model, its folder and language cache stay, so a tab still knows what the model can
+        do, but nothing can encode: no run starts against a store that is not attached yet.
+        """
+        self.encoder = self.store = None
 
     def detach(self) -> None:
         """No model (a load failed); the cache and data versions stay."""

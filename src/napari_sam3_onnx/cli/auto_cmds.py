@@ -6,9 +6,6 @@ import argparse
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-from scipy import ndimage
-
 from .. import api
 from ..api.automatic import auto_table_columns
 from ..api.automatic_files import FileOptions, iter_segment_files
@@ -82,21 +79,6 @@ def cmd_segment_all(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plane_rows(labels, z: int, key_rows: dict[int, dict]) -> list[dict]:
-    """Table rows of plane ``z`` of tracked labels: the key plane's scores, this plane's box."""
-    rows = []
-    for k, sl in enumerate(ndimage.find_objects(labels), 1):
-        if sl is None:
-            continue
-        key = key_rows.get(k, {})
-        rows.append({"label": k, "score": key.get("score", ""),
-                     "stability": key.get("stability", ""),
-                     "area_px": int(np.count_nonzero(labels[sl] == k)), "index_0": z,
-                     "bbox_row0": sl[0].start, "bbox_col0": sl[1].start,
-                     "bbox_row1": sl[0].stop - 1, "bbox_col1": sl[1].stop - 1})
-    return rows
-
-
 def _segment_tracked(args: argparse.Namespace, run, settings: AutoMaskSettings) -> int:
     """--propagate-from Z: the key plane's objects carried through the stack (one id through z)."""
     bar = Bar("propagate", quiet=args.quiet)
@@ -104,17 +86,15 @@ def _segment_tracked(args: argparse.Namespace, run, settings: AutoMaskSettings) 
     res = segment_all_tracked(run.bundle, run.view, key=args.propagate_from, settings=settings,
                               window=job.window, store=run.store, image=job.image,
                               tile=args.tile, progress=bar.update)
-    key_rows = {r["label"]: r for r in res.rows}
-    rows: list[dict] = []
+    rows = sorted(res.table, key=lambda r: (r["index_0"], r["label"]))
 
     def results():
         for z in range(res.labels.shape[0]):
-            rows.extend(_plane_rows(res.labels[z], z, key_rows))
             yield (z,), SimpleNamespace(labels=res.labels[z])
 
     write_labels_run(run, args, iter(results()), bar, auto_table_columns(1), rows)
     method = res.propagation.method if res.propagation is not None else "nothing to carry"
-    print(f"{len(key_rows)} object(s) found on slice {res.key}, carried through "
+    print(f"{len(res.rows)} object(s) found on slice {res.key}, carried through "
           f"{res.labels.shape[0]} slice(s) ({method}) -> {args.out}"
           + (f", table {args.table}" if args.table else ""))
     return 0

@@ -2,8 +2,10 @@
 
 A run is :func:`~napari_sam3_onnx.api.automatic.iter_segment_refs` (the same loop as
 ``api.segment_all`` and ``segment-all``) in napari's thread pool, on the shared, single-flight
-embedding cache; finished planes appear in a preview layer (:mod:`.output`), Commit writes
-them into the target as one undo step. SAM's generator settings are folded away under
+embedding cache; for a stack, the mode "tracked from key plane" (:mod:`.mode`) runs
+:func:`~napari_sam3_onnx.api.automatic_tracked.iter_segment_tracked` instead (the loop of
+``segment-all --propagate-from``). Finished planes appear in a preview layer (:mod:`.output`),
+Commit writes them into the target as one undo step. SAM's generator settings are folded away under
 "Settings". "Evaluate" compares two Labels layers (e.g. a commit against ground truth) and
 prints the table ``napari-sam3-onnx evaluate`` prints.
 """
@@ -29,12 +31,20 @@ from qtpy.QtWidgets import (
 )
 
 from napari_sam3_onnx._napari import layers, workers
+from napari_sam3_onnx._napari.automatic.mode import (
+    ModeControl,
+    TrackedJob,
+    iter_tracked,
+    tracked_job,
+    tracked_message,
+)
 from napari_sam3_onnx._napari.automatic.output import AutoOutput
 from napari_sam3_onnx._napari.panels import DockHost, follow_dock
 from napari_sam3_onnx._napari.qt_widgets import double_spin_box, spin_box, wrapped_label
 from napari_sam3_onnx._napari.text.controls import ScopeControl
 from napari_sam3_onnx._napari.text.output import target_choices
 from napari_sam3_onnx.api.automatic import AutoStep, iter_segment_refs
+from napari_sam3_onnx.api.automatic_tracked import TrackedRun
 from napari_sam3_onnx.api.evaluate import evaluate
 from napari_sam3_onnx.engine.automatic import AutoMaskSettings
 from napari_sam3_onnx.engine.automatic.linking import LINK_IOU
@@ -104,7 +114,11 @@ class AutoPanel(QWidget):
         self._cancel = threading.Event()
         self._worker = None
         self._total = 0
+        self._job: TrackedJob | None = None  # the tracked run's planes (None: per plane)
+        self._tracked: TrackedRun | None = None  # what the tracked run returned
         self.explain = wrapped_label(NO_MODEL)
+        self.mode = ModeControl()
+        self.mode.mode.currentIndexChanged.connect(lambda _i: self._mode_changed())
         self.scope = ScopeControl()
         self.fold = QToolButton()
         self.fold.setText("Settings")
@@ -134,6 +148,7 @@ class AutoPanel(QWidget):
         self.table.setStyleSheet("font-family: monospace")
 
         form = QFormLayout()
+        form.addRow(self.mode)
         form.addRow("Slices", self.scope)
         form.addRow(self.fold)
         form.addRow(self.settings)
@@ -171,6 +186,7 @@ class AutoPanel(QWidget):
         elif not adapter.has(Capability.CLICKS):
             reason = (f"The {adapter.layout} bundle has no SAM head for clicks, so it cannot "
                       "segment automatically; use the Text tab, or a tracker bundle.")
+        reason = reason or self.host.model.checking  # a store still being checked
         self.explain.setText(reason or "")
         self.explain.setVisible(reason is not None)
         idle = not self.running
@@ -181,7 +197,18 @@ class AutoPanel(QWidget):
         self.discard_button.setEnabled(self.output is not None and idle)
         image = self.host.session.image
         self.scope.set_shape(() if image is None else layers.plane_shape(image)[: image.ndim - 2])
+        self.mode.update_for(image, adapter)
+        self._mode_changed()
         self._layers_changed()
+
+    def _mode_changed(self) -> None:
+        """Tracked runs walk the whole stack from the key slice: the scope and link do not apply."""
+        tracked = self.mode.tracked
+        self.scope.setEnabled(not tracked)
+        self.scope.setToolTip("The tracked mode walks the whole stack from the key slice."
+                              if tracked else "")
+        for w in (self.settings.link, self.settings.link_iou):
+            w.setEnabled(not tracked)
 
     def _layers_changed(self, event=None) -> None:
         image = self.host.session.image
@@ -196,7 +223,7 @@ class AutoPanel(QWidget):
 
     # ---- running ------------------------------------------------------------------------
     def run(self) -> None:
-        """Segment the chosen planes into a fresh preview."""
+        """Segment the chosen planes (or track the key slice's objects) into a fresh preview."""
         session, image, encoder = self.host.session, self.host.session.image, \
             self.host.session.encoder
         if self.running:
@@ -204,31 +231,44 @@ class AutoPanel(QWidget):
         if image is None or encoder is None:
             self._say("Choose an image and load a bundle first.", warn=True)
             return
+        version = session.data_version(image)
         try:
             settings = self.settings.settings()
-            indices = self.scope.indices(layers.current_index(self.viewer, image))
+            current = layers.current_index(self.viewer, image)
+            job = tracked_job(image, current, self.mode.key_choice, version) \
+                if self.mode.tracked else None
+            indices = [] if job is not None else self.scope.indices(current)
         except (Sam3OnnxError, ValueError) as exc:
             self._say(str(exc), warn=True)
             return
         if self.output is not None:
             self.output.discard()
-        version = session.data_version(image)
-        refs = [layers.slice_ref(image, i, version) for i in indices]
+        refs = job.refs if job is not None else \
+            [layers.slice_ref(image, i, version) for i in indices]
         self.output = AutoOutput(self.viewer, image)
         self._cancel.clear()
-        self._total = len(refs)
+        self._job, self._tracked, self._total = job, None, len(refs)
         self.progress.setRange(0, len(refs))
         self.progress.setValue(0)
         self.progress.setVisible(True)
+        work: tuple  # the worker's generator function and its arguments
+        if job is None:
+            work = (iter_run, encoder, refs, settings, self.settings.link_value, self._cancel)
+        else:
+            work = (iter_tracked, self.host.model.workspace, job, settings, self._cancel)
         self._worker = create_worker(
-            iter_run, encoder, refs, settings, self.settings.link_value, self._cancel,
-            _progress={"total": len(refs), "desc": "SAM automatic"},
-            _connect={"yielded": self._on_plane, "errored": self._on_error,
-                      "finished": self._on_finished},
+            *work, _progress={"total": len(refs), "desc": "SAM automatic"},
+            _connect={"yielded": self._on_plane, "returned": self._on_returned,
+                      "errored": self._on_error, "finished": self._on_finished},
             _ignore_errors=True, _start_thread=True)
         self.refresh()
-        self._say(f"Segmenting {len(refs)} slice(s) of '{image.name}' with a "
-                  f"{settings.points_per_side} x {settings.points_per_side} click grid...")
+        grid = f"a {settings.points_per_side} x {settings.points_per_side} click grid"
+        if job is None:
+            self._say(f"Segmenting {len(refs)} slice(s) of '{image.name}' with {grid}...")
+        else:
+            self._say(f"Segmenting the key slice {layers.index_label(image, job.key_index)} "
+                      f"of '{image.name}' with {grid}, then carrying its objects through "
+                      f"{len(refs)} slice(s)...")
 
     def cancel(self) -> None:
         """Stop after the decoder batch in progress; finished planes stay in the preview."""
@@ -249,14 +289,21 @@ class AutoPanel(QWidget):
                             f"{len(step.result.instances)} object(s); {step.done} of "
                             f"{step.total} slice(s) done.")
 
+    def _on_returned(self, value) -> None:
+        if isinstance(value, TrackedRun):
+            self._tracked = value
+
     def _on_error(self, exc: BaseException) -> None:
         self._say(workers.describe(exc), warn=True)
 
     def _on_finished(self) -> None:
         self._worker = None
         self.progress.setVisible(False)
-        out = self.output
-        if out is not None:
+        out, job = self.output, self._job
+        if out is not None and job is not None:
+            if self._tracked is not None:  # an error has been said already
+                self._say(tracked_message(self._tracked, job, out.objects, len(out.planes)))
+        elif out is not None:
             head = (f"Cancelled after {len(out.planes)} of {self._total} slice(s). "
                     if len(out.planes) < self._total else "")
             self._say(f"{head}{out.objects} object(s) in the preview; Commit writes them "

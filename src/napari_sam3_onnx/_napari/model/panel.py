@@ -1,13 +1,14 @@
 """The widget's model section: bundle folder, Download..., device and cache budget.
 
 Opening a bundle only reads the graphs' headers; the weights load in a worker on the first
-encode. The registry and downloader are imported lazily: without them the Download menu is
-disabled and the folder field still works.
+encode, and an embedding store is checked against the bundle in a worker too
+(:mod:`.store_check`: hashing a full bundle's weights takes seconds). The registry and
+downloader are imported lazily: without them the Download menu is disabled and the folder
+field still works.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
@@ -30,8 +31,16 @@ from qtpy.QtWidgets import (
 )
 
 from napari_sam3_onnx._napari import workers
+from napari_sam3_onnx._napari.model.bundle_words import (
+    TOY_NOTE,
+    bundle_name,
+    bundle_precision,
+    check_usable,
+    model_line,
+)
+from napari_sam3_onnx._napari.model.store_check import StoreCheck, checking_text
 from napari_sam3_onnx._napari.model.store_row import StoreRow
-from napari_sam3_onnx.api.workspace import Workspace
+from napari_sam3_onnx.api.workspace import Attachment, Workspace
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.models.base import Capability, SamAdapter
 from napari_sam3_onnx.models.bundle import open_bundle
@@ -43,9 +52,6 @@ from napari_sam3_onnx.models.runtime import (
     resolve_providers,
 )
 
-TOY_NOTE = ("TOY TEST MODEL: tiny hand-written graphs that outline bright blobs, so every tab "
-            "can be tried on the sample. It is not SAM 3; load real SAM 3 weights for real work.")
-
 
 class _Relay(QObject):
     """Carries download progress from the worker thread to the Qt thread."""
@@ -56,79 +62,12 @@ class _Relay(QObject):
 #: Providers onnxruntime lists that do not run the model on this machine (Azure sends it to a
 #: remote endpoint); they are not offered as a device.
 NOT_LOCAL = frozenset({"AzureExecutionProvider"})
-#: Words for a provider on the model line.
-DEVICE_NAMES = {"CPUExecutionProvider": "CPU", "CUDAExecutionProvider": "CUDA GPU",
-                "TensorrtExecutionProvider": "TensorRT GPU", "CoreMLExecutionProvider": "CoreML",
-                "DmlExecutionProvider": "DirectML GPU"}
-#: What each capability lets the user do, in the order the tabs show them.
-CAPABILITY_WORDS = ((Capability.CLICKS, "clicks"), (Capability.BOXES, "boxes"),
-                    (Capability.TEXT, "text"), (Capability.EXEMPLARS, "exemplars"),
-                    (Capability.MEMORY, "propagation"))
 
 
 def device_choices() -> list[str]:
     """``"auto"`` plus the short names of the local providers this onnxruntime offers."""
     short = {full: alias for alias, full in reversed(list(PROVIDER_ALIASES.items()))}
     return ["auto", *[short.get(p, p) for p in available_providers() if p not in NOT_LOCAL]]
-
-
-def _registered(folder: Path):
-    """The registry entry ``folder`` was downloaded (or built) for, or None."""
-    try:
-        from napari_sam3_onnx.models.registry import KNOWN_BUNDLES, bundle_dir
-    except ImportError:
-        return None
-    folder = folder.resolve()
-    for spec in KNOWN_BUNDLES:
-        home = bundle_dir(spec.id).resolve()
-        if folder == home or folder.parent == home:
-            return spec
-    return None
-
-
-def bundle_precision(folder: Path) -> str | None:
-    """Storage precision from the bundle's ``manifest.json`` or its registry entry."""
-    try:
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        if isinstance(manifest, dict) and manifest.get("precision"):
-            return str(manifest["precision"])
-    except (OSError, ValueError):
-        pass
-    spec = _registered(folder)
-    return spec.precision if spec is not None else None
-
-
-def bundle_name(folder: Path, toy: bool = False) -> str:
-    """What the Model field shows: the toy's or registry entry's name, else the folder's."""
-    if toy:
-        return "Toy model (not SAM 3)"
-    spec = _registered(folder)
-    return spec.id if spec is not None else folder.name
-
-
-def model_line(adapter: SamAdapter, precision: str | None, providers: list[str],
-               toy: bool = False) -> str:
-    """``"SAM 3 (nso-sam3) · clicks, boxes, text, propagation · fp32 · CPU"``."""
-    family = "Toy model, not SAM 3" if toy else (
-        "SAM 3.1" if "3.1" in adapter.layout else "SAM 3")
-    can = ", ".join(word for cap, word in CAPABILITY_WORDS if adapter.has(cap)) or "nothing"
-    device = DEVICE_NAMES.get(providers[0], providers[0]) if providers else "CPU"
-    parts = [f"{family} ({adapter.layout})", can, *([precision] if precision else []), device]
-    return " · ".join(parts)
-
-
-def check_usable(adapter: SamAdapter) -> None:
-    """Refuse a bundle that can answer neither clicks, boxes nor text (e.g. memory graphs alone).
-
-    Raises
-    ------
-    Sam3OnnxError
-        With what the bundle can do.
-    """
-    if not (adapter.has(Capability.CLICKS) or adapter.has(Capability.TEXT)):
-        caps = ", ".join(sorted(c.value for c in adapter.capabilities))
-        raise Sam3OnnxError(f"The {adapter.layout} bundle cannot answer clicks, boxes or text "
-                            f"(it can: {caps}). Choose a bundle with a SAM head or a detector.")
 
 
 class ModelPanel(QWidget):
@@ -148,18 +87,26 @@ class ModelPanel(QWidget):
         layer's name; entries are found by content all the same).
     workspace : Workspace, optional
         The dock's one workspace, which every tab uses (default: a new one).
+    inform : callable, optional
+        ``inform(message)`` for routine news (a store being checked, then attached).
     """
 
-    #: Emitted after every load attempt (the workflow tabs re-read ``adapter``).
+    #: Emitted after every load attempt and when a store check starts or ends (the workflow
+    #: tabs re-read ``adapter`` and :attr:`checking`).
     loaded = Signal()
 
     def __init__(self, on_model: Callable[[], None], cache_budget: Callable[[int], None],
                  notify: Callable[[str], None], parent: QWidget | None = None,
-                 image_name: Callable | None = None, workspace: Workspace | None = None) -> None:
+                 image_name: Callable | None = None, workspace: Workspace | None = None,
+                 inform: Callable[[str], None] | None = None) -> None:
         super().__init__(parent)
         self._on_model, self._budget_cb, self._notify = on_model, cache_budget, notify
+        self._inform = inform if inform is not None else (lambda _message: None)
         self._image_name = image_name
         self.workspace = workspace if workspace is not None else Workspace()
+        self.check = StoreCheck(self.workspace, self._store_attached, self._store_refused)
+        self.destroyed.connect(self.check.supersede)  # a check ending after the dock: dropped
+        self._line = ""  # the model line the info label shows
         self.toy = False
         self._loaded: tuple[Path, str] | None = None  # (folder, name the field shows)
         self._cancel = False
@@ -230,6 +177,11 @@ class ModelPanel(QWidget):
         """
         return self.workspace.texts if self.workspace.has(Capability.TEXT) else None
 
+    @property
+    def checking(self) -> str | None:
+        """Why nothing can encode now: a store is being checked (None: nothing to wait for)."""
+        return None if self.check.store is None else checking_text(self.check.store)
+
     # ---- loading ---------------------------------------------------------------------
     def load(self, folder: str | Path | None = None, toy: bool = False) -> SamAdapter | None:
         """Open the bundle in ``folder`` (default: the field's text) on the chosen device.
@@ -257,6 +209,7 @@ class ModelPanel(QWidget):
             if not adapter.has(Capability.CLICKS):  # boxes through the detector: a tokenizer
                 self.workspace.texts  # noqa: B018 - read now, so a missing file says so here
         except Sam3OnnxError as exc:
+            self.check.supersede()
             self.workspace.detach()
             self.toy, self._loaded = False, None
             self.folder.setToolTip(str(folder))
@@ -277,29 +230,45 @@ class ModelPanel(QWidget):
             note += f"<br><b style='color:orange'>{TOY_NOTE}</b>"
         line = model_line(adapter, bundle_precision(folder),
                           resolve_providers(self.device.currentText()), self.toy)
-        self.info.setText(f"{line}{note}")
+        self._line = f"{line}{note}"
         self._hand_on()
-        self.loaded.emit()
         return adapter
 
     def _hand_on(self) -> None:
         """Attach the model to the workspace with the chosen store (the encoder every tab uses).
 
-        A store of another bundle or precision is refused with the store's own message and
-        the model works from memory only.
+        Memory only attaches at once. A store is checked in a worker (:class:`StoreCheck`)
+        while the tabs wait; a store of another bundle or precision is then refused with the
+        store's own message and the model works from memory only.
         """
         adapter = self.adapter
         if adapter is None or self._loaded is None:
             return
-        folder = self._loaded[0]
-        try:
-            self.workspace.attach(adapter, folder, self.store.path,
-                                  self.store.write.isChecked(), self._image_name)
-        except Sam3OnnxError as exc:
-            self.store.detach()
-            self._notify(f"Embedding store not used: {exc}")
+        folder, store = self._loaded[0], self.store.path
+        if store is None:
+            self.check.supersede()
             self.workspace.attach(adapter, folder)
+        else:
+            self.check.start(adapter, folder, store, self.store.write.isChecked(),
+                             self._image_name)
+            self._inform(checking_text(store))
+        self._changed()
+
+    def _changed(self) -> None:
+        checking = self.checking
+        self.info.setText(self._line + (f"<br><i>{checking}</i>" if checking else ""))
         self._on_model()
+        self.loaded.emit()
+
+    def _store_attached(self, attachment: Attachment) -> None:
+        if attachment.store is not None:
+            self._inform(f"Embedding store {attachment.store.name} attached.")
+        self._changed()
+
+    def _store_refused(self, message: str) -> None:
+        self.store.detach()
+        self._notify(message)
+        self._changed()
 
     def load_toy(self) -> None:
         """Load the registry's toy model, building it first if it is not cached yet (~1 s)."""

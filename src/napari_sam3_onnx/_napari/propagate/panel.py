@@ -154,6 +154,8 @@ class PropagationPanel(QWidget):
 
     def _problem(self) -> str:
         """Why Run cannot start now ('' if it can)."""
+        if self.host.model.checking is not None:  # a store still being checked
+            return self.host.model.checking
         session = self.host.session
         return run_problem(self.workspace.adapter, self.workspace.encoder, session.image)
 

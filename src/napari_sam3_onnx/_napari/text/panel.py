@@ -182,6 +182,7 @@ class TextPanel(QWidget):
                 self.texts = self._text_cache(adapter)
             except Sam3OnnxError as exc:
                 self.texts, self._reason = None, str(exc)
+        self._reason = self._reason or self.host.model.checking  # a store still being checked
         self.explain.setText(self._reason or "")
         self.explain.setVisible(self._reason is not None)
         ok = self._reason is None and not self.running

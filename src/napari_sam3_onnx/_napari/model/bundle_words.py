@@ -1,0 +1,83 @@
+"""What the model section says about a bundle: its name, its model line, whether it is usable.
+
+Reads only small files (``manifest.json``) and the registry; no Qt.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from napari_sam3_onnx.models.base import Capability, SamAdapter
+from napari_sam3_onnx.models.errors import Sam3OnnxError
+
+TOY_NOTE = ("TOY TEST MODEL: tiny hand-written graphs that outline bright blobs, so every tab "
+            "can be tried on the sample. It is not SAM 3; load real SAM 3 weights for real work.")
+
+#: Words for a provider on the model line.
+DEVICE_NAMES = {"CPUExecutionProvider": "CPU", "CUDAExecutionProvider": "CUDA GPU",
+                "TensorrtExecutionProvider": "TensorRT GPU", "CoreMLExecutionProvider": "CoreML",
+                "DmlExecutionProvider": "DirectML GPU"}
+#: What each capability lets the user do, in the order the tabs show them.
+CAPABILITY_WORDS = ((Capability.CLICKS, "clicks"), (Capability.BOXES, "boxes"),
+                    (Capability.TEXT, "text"), (Capability.EXEMPLARS, "exemplars"),
+                    (Capability.MEMORY, "propagation"))
+
+
+def _registered(folder: Path):
+    """The registry entry ``folder`` was downloaded (or built) for, or None."""
+    try:
+        from napari_sam3_onnx.models.registry import KNOWN_BUNDLES, bundle_dir
+    except ImportError:
+        return None
+    folder = folder.resolve()
+    for spec in KNOWN_BUNDLES:
+        home = bundle_dir(spec.id).resolve()
+        if folder == home or folder.parent == home:
+            return spec
+    return None
+
+
+def bundle_precision(folder: Path) -> str | None:
+    """Storage precision from the bundle's ``manifest.json`` or its registry entry."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        if isinstance(manifest, dict) and manifest.get("precision"):
+            return str(manifest["precision"])
+    except (OSError, ValueError):
+        pass
+    spec = _registered(folder)
+    return spec.precision if spec is not None else None
+
+
+def bundle_name(folder: Path, toy: bool = False) -> str:
+    """What the Model field shows: the toy's or registry entry's name, else the folder's."""
+    if toy:
+        return "Toy model (not SAM 3)"
+    spec = _registered(folder)
+    return spec.id if spec is not None else folder.name
+
+
+def model_line(adapter: SamAdapter, precision: str | None, providers: list[str],
+               toy: bool = False) -> str:
+    """``"SAM 3 (nso-sam3) · clicks, boxes, text, propagation · fp32 · CPU"``."""
+    family = "Toy model, not SAM 3" if toy else (
+        "SAM 3.1" if "3.1" in adapter.layout else "SAM 3")
+    can = ", ".join(word for cap, word in CAPABILITY_WORDS if adapter.has(cap)) or "nothing"
+    device = DEVICE_NAMES.get(providers[0], providers[0]) if providers else "CPU"
+    parts = [f"{family} ({adapter.layout})", can, *([precision] if precision else []), device]
+    return " · ".join(parts)
+
+
+def check_usable(adapter: SamAdapter) -> None:
+    """Refuse a bundle that can answer neither clicks, boxes nor text (e.g. memory graphs alone).
+
+    Raises
+    ------
+    Sam3OnnxError
+        With what the bundle can do.
+    """
+    if not (adapter.has(Capability.CLICKS) or adapter.has(Capability.TEXT)):
+        caps = ", ".join(sorted(c.value for c in adapter.capabilities))
+        raise Sam3OnnxError(f"The {adapter.layout} bundle cannot answer clicks, boxes or text "
+                            f"(it can: {caps}). Choose a bundle with a SAM head or a detector.")
