@@ -102,10 +102,10 @@ def test_search_keeps_the_first_candidate_that_passes(tmp_path):
     out = tmp_path / "int8"
     record = search_int8(tmp_path / "fp32", out, {}, judge=_fake_judge({"language_encoder"}, seen),
                          log=lambda m: None)
-    assert [c.name for c in CANDIDATES] == ["all", "weights", "text"]
-    assert seen == [["image_encoder", "language_encoder"]] * 2 + [["language_encoder"]]
+    assert [c.name for c in CANDIDATES] == ["all", "weights", "half", "text"]
+    assert seen == [["image_encoder", "language_encoder"]] * 3 + [["language_encoder"]]
     assert record["chosen"] == "text" and [t["passed"] for t in record["tried"]] == [
-        False, False, True]
+        False, False, False, True]
     manifest = read_manifest(out)
     assert manifest["int8_search"]["chosen"] == "text"
     assert manifest["decision_gate"]["passed"] is True
@@ -128,7 +128,7 @@ def test_search_writes_nothing_when_no_candidate_passes_unless_kept(tmp_path):
     seen: list = []
     record = search_int8(tmp_path / "fp32", tmp_path / "none", {},
                          judge=_fake_judge(set(), seen), log=lambda m: None)
-    assert record["chosen"] is None and len(record["tried"]) == 3
+    assert record["chosen"] is None and len(record["tried"]) == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fp32"]
     kept = tmp_path / "kept"
     record = search_int8(tmp_path / "fp32", kept, {}, judge=_fake_judge(set(), []),
@@ -169,6 +169,21 @@ def test_image_weights_candidate_stores_int8_blocks(tmp_path):
     ref, got = (ort.InferenceSession(str(f / "image_encoder.onnx")).run(None, feed)[0]
                 for f in (tmp_path / "fp32", tmp_path / "wo"))
     assert 0 < np.linalg.norm(got - ref) / np.linalg.norm(ref) < 0.02
+
+
+def test_half_candidate_stores_the_image_encoder_fp16(tmp_path):
+    from napari_sam3_onnx.export.precision import to_int8
+
+    _toy_bundle(tmp_path / "fp32", np.random.default_rng(10))
+    manifest = to_int8(tmp_path / "fp32", tmp_path / "half", ["image_encoder"],
+                       method={"image_encoder": "fp16-storage"})
+    model = onnx.load(tmp_path / "half" / "image_encoder.onnx")
+    assert {i.data_type for i in model.graph.initializer} == {onnx.TensorProto.FLOAT16}
+    assert manifest["int8"]["graphs"]["image_encoder"] == {"method": "fp16-storage"}
+    feed = {"x": np.random.default_rng(2).normal(size=(1, 37, 96)).astype(np.float32)}
+    ref, got = (ort.InferenceSession(str(f / "image_encoder.onnx")).run(None, feed)[0]
+                for f in (tmp_path / "fp32", tmp_path / "half"))
+    assert 0 < np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-3
 
 
 def test_precision_command_refuses_a_custom_option_in_search_mode(tmp_path):

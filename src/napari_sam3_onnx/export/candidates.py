@@ -12,6 +12,9 @@ bundle gave up and why. Measured on this project's machines (docs/export.md):
   (near-zero mask logits move);
 * ``weights``: both encoders' weights stored int8 (blocks of 32, ``weight-only``) and widened
   to fp32 for fp32 arithmetic - fp32 speed, a third of the bytes, the least error;
+* ``half``: the image encoder's weights stored fp16 (float16 rounding only, cast to fp32 when
+  the session loads), the language encoder's int8 - fp32 speed and memory, about half the
+  bytes;
 * ``text``: the language encoder's weights alone in int8; the image encoder is fp32's own file,
   so clicks and propagation are fp32's, and only the text side can change.
 
@@ -45,6 +48,8 @@ CANDIDATES = (
               "both encoders in int8 arithmetic"),
     Candidate("weights", {"image_encoder": "weight-only", "language_encoder": "weight-only"},
               "both encoders' weights int8, fp32 arithmetic"),
+    Candidate("half", {"image_encoder": "fp16-storage", "language_encoder": "weight-only"},
+              "the image encoder's weights fp16, the language encoder's int8; fp32 arithmetic"),
     Candidate("text", {"language_encoder": "weight-only"},
               "the language encoder's weights int8, fp32 arithmetic; image encoder fp32"),
 )

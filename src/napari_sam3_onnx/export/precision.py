@@ -41,6 +41,8 @@ DEFAULT_GRAPHS = ("image_encoder", "language_encoder")
 PRECISIONS = ("fp32", "fp16", "int8")
 
 
+#: The per-graph "method" of :func:`to_int8` that stores fp16 weights instead of int8.
+FP16_STORAGE = "fp16-storage"
 #: Initializers smaller than this stay float32 in ``storage`` mode (biases, norms: no gain).
 MIN_FP16_ELEMENTS = 4096
 
@@ -105,8 +107,10 @@ def to_int8(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
             weights: str = "u8") -> dict:
     """Copy bundle ``src`` to ``dst`` with the linear layers of ``graphs`` in int8.
 
-    ``method`` (one for every graph, or one per role), ``last_blocks``, ``exclude`` and
-    ``weights``: see :func:`.quantize.quantize_graph`;
+    ``method`` (one for every graph, or one per role: a method of
+    :func:`.quantize.quantize_graph`, or ``"fp16-storage"`` to store that graph's weights as
+    fp16 instead, see :func:`fp16_storage`), ``last_blocks``, ``exclude`` and ``weights``: see
+    :func:`.quantize.quantize_graph`;
     ``token_table``: storage of the language encoder's token embedding (``fp16``, ``int8``,
     ``fp32``; its ``embeddings``). Graph
     inputs and outputs stay float32. Returns the new manifest (``int8`` records what was done).
@@ -122,6 +126,12 @@ def to_int8(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
             shutil.copyfile(src / name, dst / name)
     done = {}
     for name, role in sorted(converted.items()):
+        if methods[role] == FP16_STORAGE:  # a mixed bundle: this graph's weights fp16 only
+            import onnx
+
+            onnx.save(fp16_storage(onnx.load(str(src / name))), str(dst / name))
+            done[role] = {"method": FP16_STORAGE}
+            continue
         done[role] = quantize_graph(src / name, dst / name, method=methods[role],
                                     last_blocks=last_blocks, weights=weights,
                                     exclude=DEFAULT_EXCLUDE if exclude is None else exclude,

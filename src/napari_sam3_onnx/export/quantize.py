@@ -14,6 +14,7 @@ Two methods, both on the linear layers only (``MatMul`` with a constant weight, 
   same speed; ``tests/test_export_quantize.py``);
 * ``weight-only``: ``MatMulNBits`` 8-bit blocks of 32, accuracy level 1 (the weights stored
   int8 and widened to fp32 for fp32 arithmetic): the least error, int8 storage, fp32 speed.
+  onnxruntime's quantiser converts ``MatMul`` only; a ``Gemm`` stays fp32.
 
 Attention itself (the fused ``MultiHeadAttention`` kernel, or the score ``MatMul`` of a plain
 export, whose both inputs are activations) stays fp32: ``MatMulConstBOnly``.
@@ -128,7 +129,13 @@ def quantize_graph(src: Path | str, dst: Path | str, *, method: str = "dynamic",
                          nodes_to_quantize=targets + tables, nodes_to_exclude=keep,
                          extra_options={"MatMulConstBOnly": True})
     elif method == "weight-only":
+        import logging
+
         from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+        # it logs every node it skips at INFO (thousands of lines per encoder)
+        logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(
+            logging.WARNING)
 
         q = MatMulNBitsQuantizer(model, bits=8, block_size=32, is_symmetric=True,
                                  accuracy_level=1, nodes_to_exclude=keep)
