@@ -75,6 +75,8 @@ def test_per_plane_mode_tiles_large_planes_as_the_api_does(make_napari_viewer, s
     untiled = api_labels(small_tracker, data, panel, None)
     assert not np.array_equal(tiled, untiled)  # tiling matters on this plane
     np.testing.assert_array_equal(got, tiled)  # the tab ran the API's tiled loop
+    # on this plane the same tiles as the command line's --tile <input side> (84 px)
+    np.testing.assert_array_equal(got, api_labels(small_tracker, data, panel, 84))
     assert encoded == 2 * 6  # six tiles per plane, each encoded once, never the whole plane
     assert any("tiled: 6 tiles per plane" in m for m in panel.messages[:-1])  # when it starts
     assert "tiled: 6 tiles per plane" in panel.messages[-1]  # and when it ends
@@ -85,7 +87,10 @@ def test_per_plane_mode_untiled_when_the_switch_is_off(make_napari_viewer, small
     got, panel, encoded = run_tab(make_napari_viewer, qtbot, data, small_tracker, tiled=False)
     np.testing.assert_array_equal(got, api_labels(small_tracker, data, panel, None))
     assert encoded == 2  # each whole plane once
-    assert not any("tile" in m for m in panel.messages)
+    assert "tiles per plane" not in " ".join(panel.messages)
+    # the plane is large for the model: the tab says where the switch is
+    assert "'Tile large planes' on the Clicks & boxes tab would cut each plane into 6 tiles" \
+        in panel.messages[-1]
 
 
 def test_planes_below_the_threshold_are_not_tiled(make_napari_viewer, small_tracker, qtbot):
@@ -94,3 +99,31 @@ def test_planes_below_the_threshold_are_not_tiled(make_napari_viewer, small_trac
     np.testing.assert_array_equal(got, api_labels(small_tracker, data, panel, None))
     assert encoded == 2
     assert "not tiled" in panel.messages[-1] and "168 px" in panel.messages[-1]
+
+
+def test_small_planes_untiled_get_no_tiling_note(make_napari_viewer, small_tracker, qtbot):
+    _got, panel, _encoded = run_tab(make_napari_viewer, qtbot, stack(SMALL), small_tracker,
+                                    tiled=False)
+    assert not any("tile" in m for m in panel.messages)
+
+
+def test_tracked_mode_tiles_its_key_slice_and_says_so(make_napari_viewer, small_tracker, qtbot):
+    from napari_sam3_onnx._napari.automatic.output import PREVIEW
+    from napari_sam3_onnx.api.automatic_tracked import segment_all_tracked
+
+    data = stack()
+    viewer = make_napari_viewer()
+    viewer.add_image(data, contrast_limits=WINDOW)
+    _dock, widget = open_plugin_widget(viewer)
+    widget.load_bundle(small_tracker, toy=True)
+    widget.tile.setChecked(True)
+    panel = widget.panels["Automatic"]
+    panel.settings.points_per_side.setValue(POINTS)
+    panel.mode.set_tracked(True)
+    panel.run()
+    qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    ref = segment_all_tracked(api.open_bundle(small_tracker), data, key=0,
+                              settings=panel.settings.settings(), window=WINDOW,
+                              tile=TileSettings())
+    np.testing.assert_array_equal(viewer.layers[PREVIEW].data, ref.labels)
+    assert "tiled: 6 tiles on the key slice" in panel.messages[-2]  # the start message

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from napari_sam3_onnx._napari.clicks.fov import TILE_TEXT
 from napari_sam3_onnx.api.automatic import tiles_per_plane
 from napari_sam3_onnx.engine.tiling.tiled import input_side
 from napari_sam3_onnx.engine.tiling.tiles import TileSettings
@@ -18,7 +19,11 @@ from napari_sam3_onnx.models.base import SamAdapter
 
 def tiling_note(adapter: SamAdapter, plane_shape: Sequence[int], tiling: TileSettings | None,
                 where: str = "per plane") -> str:
-    """``"tiled: 6 tiles per plane"``, why a plane is not tiled, or "" with tiling off.
+    """``"tiled: 6 tiles per plane"``, why a plane is not tiled, or "" (nothing to say).
+
+    With the switch off, planes the default tiling would cut get a hint where the switch is
+    (a 4096 x 3000 plane squeezed into one model input loses its small objects); small
+    planes get no note.
 
     Parameters
     ----------
@@ -32,7 +37,9 @@ def tiling_note(adapter: SamAdapter, plane_shape: Sequence[int], tiling: TileSet
         Which planes are tiled ("per plane", or "on the key slice" in the tracked mode).
     """
     if tiling is None:
-        return ""
+        would = tiles_per_plane(adapter, plane_shape, TileSettings())
+        return "" if would == 1 else (f"untiled: '{TILE_TEXT}' on the Clicks & boxes tab "
+                                      f"would cut each plane into {would} tiles")
     tiles = tiles_per_plane(adapter, plane_shape, tiling)
     if tiles > 1:
         return f"tiled: {tiles} tiles {where}"
