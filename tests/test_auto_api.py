@@ -62,6 +62,23 @@ def test_the_generator_yields_planes_and_stops_on_cancel(folder, stack):
     assert all(len(s.result.instances) == 3 for s in seen)
 
 
+def test_steps_say_how_many_tiles_were_encoded_and_small_planes_are_not_tiled(folder, stack):
+    from napari_sam3_onnx.api.automatic import iter_segment_refs, tiles_per_plane
+    from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+    from napari_sam3_onnx.engine.tiling.tiles import TileSettings
+
+    bundle = api.open_bundle(folder)
+    refs = [SliceRef(stack, (z,), False, (0.0, 255.0), "s", 0) for z in range(2)]
+    # SHAPE's long side (230 px) is below the default threshold (2 x 336 px): never tiled;
+    # a 150-px tile above 200 px cuts it in two
+    for tiling, tiles in ((None, 1), (TileSettings(), 1), (TileSettings(150, threshold=200), 2)):
+        enc = SliceEncoder(bundle.adapter)
+        steps = list(iter_segment_refs(bundle.adapter, enc.embed, refs, FAST, tiling=tiling))
+        assert [s.tiles for s in steps] == [tiles, tiles]
+        assert tiles_per_plane(bundle.adapter, SHAPE, tiling) == tiles
+        assert enc.encoder_calls == 2 * tiles  # the count said is the count encoded
+
+
 def test_a_cancelled_run_resumes_from_the_store_without_encoding_again(folder, stack, tmp_path,
                                                                         monkeypatch):
     bundle = api.open_bundle(folder)

@@ -20,6 +20,7 @@ from ..engine.automatic.linking import LINK_IOU, PlaneLinker, relabel
 from ..engine.cache import EmbeddingCache
 from ..engine.encoding import SliceRef
 from ..engine.store.embedding_store import EmbeddingStore
+from ..engine.tiling.tiled import input_side
 from ..engine.tiling.tiles import TileSettings, as_tiling
 from ..models.base import Capability, Embedding, SamAdapter
 from .bundles import Bundle
@@ -59,6 +60,19 @@ def link_result(linker: PlaneLinker, labels: np.ndarray, instances, index) -> np
     return relabel(labels, mapping)
 
 
+def tiles_per_plane(adapter: SamAdapter, plane_shape: Sequence[int],
+                    tiling: TileSettings | None) -> int:
+    """How many tiles :func:`iter_segment_refs` encodes a ``(rows, cols)`` plane in (1: whole).
+
+    Planes whose long side does not exceed the tiling threshold are encoded whole even with
+    tiling on: the rule :func:`~..engine.automatic.segment_plane` follows
+    (:meth:`TileSettings.grid <..engine.tiling.tiles.TileSettings.grid>`).
+    """
+    if tiling is None:
+        return 1
+    return len(tiling.grid(plane_shape, input_side(adapter))) or 1
+
+
 @dataclass
 class AutoStep:
     """One finished plane of a run.
@@ -71,12 +85,15 @@ class AutoStep:
         Its labels and objects (ids already linked through the stack when linking is on).
     done, total : int
         Planes finished so far, and planes asked for.
+    tiles : int
+        Tiles the plane was encoded and segmented in (1: the whole plane, untiled).
     """
 
     index: tuple[int, ...]
     result: AutoResult
     done: int
     total: int
+    tiles: int = 1
 
 
 def iter_segment_refs(
@@ -101,7 +118,8 @@ def iter_segment_refs(
     refs : sequence of SliceRef
         The planes, in order (consecutive planes of a stack are linked).
     settings, link_iou, first_id, tiling
-        As in :func:`segment_all` (``tiling`` already parsed).
+        As in :func:`segment_all` (``tiling`` already parsed; planes not longer than its
+        threshold are segmented whole, see :func:`tiles_per_plane`).
     cancelled : callable, optional
         Cancel token, checked between planes and decoder batches; a plane cut short is not
         yielded.
@@ -122,7 +140,8 @@ def iter_segment_refs(
             res.labels = link_result(linker, res.labels, res.instances, index)
         else:
             next_id += len(res.instances)
-        yield AutoStep(index, res, n + 1, len(refs))
+        yield AutoStep(index, res, n + 1, len(refs),
+                       tiles_per_plane(adapter, ref.plane_shape, tiling))
 
 
 def iter_segment_all(

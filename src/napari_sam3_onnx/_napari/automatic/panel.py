@@ -2,7 +2,9 @@
 
 A run is :func:`~napari_sam3_onnx.api.automatic.iter_segment_refs` (the same loop as
 ``api.segment_all`` and ``segment-all``) in napari's thread pool, on the shared, single-flight
-embedding cache; for a stack, the mode "tracked from key plane" (:mod:`.mode`) runs
+embedding cache, with the dock's tiling ("Tile large planes": planes above the threshold are
+segmented tile by tile, and the status line says into how many tiles, :mod:`.tiling_note`);
+for a stack, the mode "tracked from key plane" (:mod:`.mode`) runs
 :func:`~napari_sam3_onnx.api.automatic_tracked.iter_segment_tracked` instead (the loop of
 ``segment-all --propagate-from``). Finished planes appear in a preview layer (:mod:`.output`),
 Commit writes them into the target as one undo step. SAM's generator settings are folded away under
@@ -39,6 +41,7 @@ from napari_sam3_onnx._napari.automatic.mode import (
     tracked_message,
 )
 from napari_sam3_onnx._napari.automatic.output import AutoOutput
+from napari_sam3_onnx._napari.automatic.tiling_note import bracketed, tiling_note
 from napari_sam3_onnx._napari.panels import DockHost, follow_dock
 from napari_sam3_onnx._napari.qt_widgets import double_spin_box, spin_box, wrapped_label
 from napari_sam3_onnx._napari.text.controls import ScopeControl
@@ -97,12 +100,6 @@ class SettingsBox(QWidget):
         return self.link_iou.value() if self.link.isChecked() else None
 
 
-def iter_run(encoder, refs, settings, link_iou, cancel: threading.Event):
-    """The worker's generator: the API's loop on the shared (single-flight) embedding cache."""
-    yield from iter_segment_refs(encoder.adapter, encoder.embed, refs, settings, link_iou,
-                                 cancelled=cancel.is_set)
-
-
 class AutoPanel(QWidget):
     """The Automatic tab (``host`` is the main widget; see :mod:`.panels`)."""
 
@@ -114,6 +111,7 @@ class AutoPanel(QWidget):
         self._cancel = threading.Event()
         self._worker = None
         self._total = 0
+        self._note = ""  # what the run's tiling is (tiling_note), said when it ends
         self._job: TrackedJob | None = None  # the tracked run's planes (None: per plane)
         self._tracked: TrackedRun | None = None  # what the tracked run returned
         self.explain = wrapped_label(NO_MODEL)
@@ -247,13 +245,17 @@ class AutoPanel(QWidget):
             [layers.slice_ref(image, i, version) for i in indices]
         self.output = AutoOutput(self.viewer, image)
         self._cancel.clear()
+        tiling = self.host.model.workspace.tiling  # the dock's switch, read once per run
+        self._note = tiling_note(encoder.adapter, refs[0].plane_shape, tiling,
+                                 "on the key slice" if job is not None else "per plane")
         self._job, self._tracked, self._total = job, None, len(refs)
         self.progress.setRange(0, len(refs))
         self.progress.setValue(0)
         self.progress.setVisible(True)
         work: tuple  # the worker's generator function and its arguments
-        if job is None:
-            work = (iter_run, encoder, refs, settings, self.settings.link_value, self._cancel)
+        if job is None:  # the API's loop on the shared (single-flight) embedding cache
+            work = (iter_segment_refs, encoder.adapter, encoder.embed, refs, settings,
+                    self.settings.link_value, 1, tiling, self._cancel.is_set)
         else:
             work = (iter_tracked, self.host.model.workspace, job, settings, self._cancel)
         self._worker = create_worker(
@@ -262,7 +264,8 @@ class AutoPanel(QWidget):
                       "errored": self._on_error, "finished": self._on_finished},
             _ignore_errors=True, _start_thread=True)
         self.refresh()
-        grid = f"a {settings.points_per_side} x {settings.points_per_side} click grid"
+        grid = (f"a {settings.points_per_side} x {settings.points_per_side} click grid"
+                f"{bracketed(self._note)}")
         if job is None:
             self._say(f"Segmenting {len(refs)} slice(s) of '{image.name}' with {grid}...")
         else:
@@ -285,8 +288,9 @@ class AutoPanel(QWidget):
             self._say("The preview layer was removed; the run stopped.", warn=True)
             return
         self.progress.setValue(step.done)
+        tiles = f" on {step.tiles} tiles" if step.tiles > 1 else ""
         self.status.setText(f"{layers.index_label(out.image, step.index)}: "
-                            f"{len(step.result.instances)} object(s); {step.done} of "
+                            f"{len(step.result.instances)} object(s){tiles}; {step.done} of "
                             f"{step.total} slice(s) done.")
 
     def _on_returned(self, value) -> None:
@@ -306,8 +310,8 @@ class AutoPanel(QWidget):
         elif out is not None:
             head = (f"Cancelled after {len(out.planes)} of {self._total} slice(s). "
                     if len(out.planes) < self._total else "")
-            self._say(f"{head}{out.objects} object(s) in the preview; Commit writes them "
-                      "(one undo step), Discard drops them.")
+            self._say(f"{head}{out.objects} object(s) in the preview{bracketed(self._note)}; "
+                      "Commit writes them (one undo step), Discard drops them.")
         self.refresh()
 
     def commit(self) -> None:

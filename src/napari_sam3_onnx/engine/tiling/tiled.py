@@ -62,10 +62,10 @@ def with_plane_window(ref: SliceRef) -> SliceRef:
 def tile_refs(ref: SliceRef, settings: TileSettings, side_in: int) -> list[SliceRef]:
     """The plane itself if it is small enough, else one ref per tile (window fixed first)."""
     plane = replace(ref, region=None)
-    if not settings.applies(plane.plane_shape, side_in):
+    grid = settings.grid(plane.plane_shape, side_in)
+    if not grid:
         return [plane]
     plane = with_plane_window(plane)
-    grid = tile_grid(plane.plane_shape, settings.side(side_in), settings.overlap_px(side_in))
     return [replace(plane, region=box) for box in grid]
 
 

@@ -87,6 +87,12 @@ class TileSettings:
         """Whether a ``(rows, cols)`` plane is tiled."""
         return max(int(plane_shape[0]), int(plane_shape[1])) > self.threshold_px(input_side)
 
+    def grid(self, plane_shape: Sequence[int], input_side: int) -> list[Box]:
+        """The tiles a ``(rows, cols)`` plane is cut into (:func:`tile_grid`); [] untiled."""
+        if not self.applies(plane_shape, input_side):
+            return []
+        return tile_grid(plane_shape, self.side(input_side), self.overlap_px(input_side))
+
 
 def as_box(values: Sequence[float]) -> Box:
     """``(r0, c0, r1, c1)`` as Python ints (from a tuple, list or array of four numbers)."""
