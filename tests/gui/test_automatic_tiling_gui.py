@@ -89,7 +89,7 @@ def test_per_plane_mode_untiled_when_the_switch_is_off(make_napari_viewer, small
     assert encoded == 2  # each whole plane once
     assert "tiles per plane" not in " ".join(panel.messages)
     # the plane is large for the model: the tab says where the switch is
-    assert "'Tile large planes' on the Clicks & boxes tab would cut each plane into 6 tiles" \
+    assert "'Tile large planes' at the top of the dock would cut each plane into 6 tiles" \
         in panel.messages[-1]
 
 

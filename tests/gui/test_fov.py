@@ -12,11 +12,11 @@ import pytest
 
 from napari_sam3_onnx._napari.clicks.fov import (
     FOV_TEXT,
-    TILE_TEXT,
     camera,
     canvas_size,
     visible_rect,
 )
+from napari_sam3_onnx._napari.tiling_switch import TILE_TEXT
 
 from .gui_helpers import iou, settle
 

@@ -170,7 +170,7 @@ def test_new_planes_go_into_the_store_only_when_allowed(
     assert encoder.store.entries("stack") == ["00002"]  # named after the layer
 
 
-def test_text_tab_tiles_on_the_clicks_tab_setting_and_reuses_its_tiles(
+def test_text_tab_tiles_on_the_dock_switch_and_reuses_the_clicks_tiles(
         make_napari_viewer, open_widget, qtbot, toy):
     stack, truth = synthetic_nuclei((1, 620, 1300), n_nuclei=14, seed=3)
     plane, truth = stack[0], truth[0]
@@ -178,7 +178,7 @@ def test_text_tab_tiles_on_the_clicks_tab_setting_and_reuses_its_tiles(
     viewer.add_image(plane, name="large")
     w = open_widget(viewer)
     w.model.load(toy, toy=True)
-    w.tile.setChecked(True)  # "tile large planes" in the Clicks tab
+    w.tile.setChecked(True)  # the dock's "Tile large planes"
     encoded = []
     encoder = w.session.encoder
     encoder.listen(on_start=lambda ref: encoded.append(ref.region))

@@ -26,7 +26,7 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from napari_sam3_onnx._napari.clicks.fov import make_controls
+from napari_sam3_onnx._napari.clicks.fov import make_fov_control
 from napari_sam3_onnx._napari.clicks.session import ClickSession
 from napari_sam3_onnx._napari.compact import compact_combo
 from napari_sam3_onnx._napari.encode_status import EncodeStatus
@@ -41,6 +41,7 @@ from napari_sam3_onnx._napari.model.panel import ModelPanel
 from napari_sam3_onnx._napari.panels import extra_panels
 from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx._napari.save_labels import SaveLabelsButton
+from napari_sam3_onnx._napari.tiling_switch import tile_switch, tile_tooltip
 from napari_sam3_onnx.api.workspace import Workspace
 
 KEYS = {"t": "toggle", "c": "commit", "Shift-C": "clear"}
@@ -67,9 +68,12 @@ class ClicksWidget(QWidget):
         self.session = ClickSession(napari_viewer, self.workspace, notify=self.notify,
                                     busy=self._busy, inform=self.inform)
         self._layer_names: dict = {}  # unique_id -> name, kept on the Qt thread for workers
-        self.model = ModelPanel(self.session.model_changed, self._set_budget, self.notify,
+        self.model = ModelPanel(self._model_changed, self._set_budget, self.notify,
                                 image_name=lambda ref: self._layer_names.get(ref.source, ""),
                                 workspace=self.workspace, inform=self.inform)
+        # The one tiling setting every tab follows: in the dock's settings, seen from each tab.
+        self.tile = tile_switch(self.workspace, self.session.schedule)
+        self.model.add_setting("Large planes", self.tile)
 
         self.image = compact_combo()
         self.image.currentIndexChanged.connect(lambda _i: self._image_changed())
@@ -84,7 +88,7 @@ class ClicksWidget(QWidget):
         self.overwrite.toggled.connect(lambda on: setattr(self.session, "overwrite", bool(on)))
         self.prefetch = QCheckBox("Pre-encode neighbouring planes when idle")
         self.prefetch.toggled.connect(lambda on: setattr(self.session, "prefetch", bool(on)))
-        self.fov, self.tile = make_controls(self.session)
+        self.fov = make_fov_control(self.session)
         commit = QPushButton("Commit [c]")
         commit.clicked.connect(self.commit)
         clear = QPushButton("Clear [Shift+C]")
@@ -113,7 +117,7 @@ class ClicksWidget(QWidget):
         clicks = QVBoxLayout(clicks_tab)
         clicks.addWidget(box)
         clicks.addWidget(help_text)
-        for w in (self.overwrite, self.prefetch, self.fov, self.tile):
+        for w in (self.overwrite, self.prefetch, self.fov):
             clicks.addWidget(w)
         clicks.addLayout(buttons)
         clicks.addStretch(1)
@@ -260,6 +264,11 @@ class ClicksWidget(QWidget):
         if self.session.layers is None:
             return
         set_polarity(self.session.layers.points, bool(positive))
+
+    def _model_changed(self) -> None:
+        """Another model (or none): the clicks run again, the tooltip gives its threshold."""
+        self.session.model_changed()
+        self.tile.setToolTip(tile_tooltip(self.workspace.adapter))
 
     def _set_budget(self, nbytes: int) -> None:
         self.workspace.cache.budget_bytes = nbytes

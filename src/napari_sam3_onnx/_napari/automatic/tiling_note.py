@@ -1,4 +1,4 @@
-"""What the Automatic tab says about the dock's "Tile large planes" switch.
+"""What the Automatic tab says about the dock's "Tile large planes" switch (above the tabs).
 
 The switch sets the workspace's tiling (:class:`~napari_sam3_onnx.engine.tiling.tiles.TileSettings`
 or None); the runs follow it, and the tab says whether a plane is cut into tiles and into how many,
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from napari_sam3_onnx._napari.clicks.fov import TILE_TEXT
+from napari_sam3_onnx._napari.tiling_switch import TILE_PLACE, TILE_TEXT
 from napari_sam3_onnx.api.automatic import tiles_per_plane
 from napari_sam3_onnx.engine.tiling.tiled import input_side
 from napari_sam3_onnx.engine.tiling.tiles import TileSettings
@@ -38,7 +38,7 @@ def tiling_note(adapter: SamAdapter, plane_shape: Sequence[int], tiling: TileSet
     """
     if tiling is None:
         would = tiles_per_plane(adapter, plane_shape, TileSettings())
-        return "" if would == 1 else (f"untiled: '{TILE_TEXT}' on the Clicks & boxes tab "
+        return "" if would == 1 else (f"untiled: '{TILE_TEXT}' {TILE_PLACE} "
                                       f"would cut each plane into {would} tiles")
     tiles = tiles_per_plane(adapter, plane_shape, tiling)
     if tiles > 1:

@@ -8,7 +8,9 @@ rectangle, and reused while it still contains the view
 That rectangle is encoded, at most once (it is part of the cache key), instead of the plane.
 
 *Tiles*: prompts on planes above the tiling threshold are answered on one tile each
-(:mod:`napari_sam3_onnx.engine.tiling.tiled`). When both are on, the field of view wins.
+(:mod:`napari_sam3_onnx.engine.tiling.tiled`) when the dock's "Tile large planes" switch is on
+(:mod:`napari_sam3_onnx._napari.tiling_switch`; it is every tab's, so it is not here). When both
+are on, the field of view wins.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from napari_sam3_onnx.engine.tiling.tiled import prompt_extent
 from napari_sam3_onnx.engine.tiling.tiles import Box, TileSettings, fov_region, fov_reusable
 
 FOV_TEXT = "Encode what I see (field of view)"
-TILE_TEXT = "Tile large planes"
 
 
 def canvas_size(viewer) -> tuple[float, float]:
@@ -127,26 +128,17 @@ class ViewMode:
         return replace(ref, region=self.region(viewer, image, ref, prompts))
 
 
-def make_controls(session) -> tuple[QCheckBox, QCheckBox]:
-    """The two check boxes of the Clicks tab, wired to ``session.view`` (both start off)."""
+def make_fov_control(session) -> QCheckBox:
+    """The Clicks tab's field-of-view check box (off), wired to ``session.view``."""
     fov = QCheckBox(FOV_TEXT)
     fov.setToolTip("Encode only the part of the plane on screen, at its own scale: small objects "
                    "in a large image get the model's full resolution. The embedding is reused "
                    "while the view stays put; pan or zoom further and the next prompt encodes "
-                   "the new view.")
-    tile = QCheckBox(TILE_TEXT)
-    tile.setToolTip("On planes larger than twice the model input (2016 px for SAM 3), answer each "
-                    "prompt on a model-sized tile around it instead of the squeezed plane. "
-                    "Objects cut by a tile edge are prompted again on a tile centred on them.")
+                   "the new view. Wins over 'Tile large planes' when both are on.")
 
     def set_fov(on: bool) -> None:
         session.view.fov = bool(on)
         session.schedule()
 
-    def set_tiling(on: bool) -> None:
-        session.view.tiling = TileSettings() if on else None
-        session.schedule()
-
     fov.toggled.connect(set_fov)
-    tile.toggled.connect(set_tiling)
-    return fov, tile
+    return fov

@@ -151,9 +151,15 @@ class ModelPanel(QWidget):
         form.addRow("Device", self.device)
         form.addRow("Cache", self.budget)
         form.addRow("Embeddings", self.store)
+        self._settings_rows = form.rowCount()  # where add_setting puts further dock settings
         form.addRow(self.progress)
         form.addRow(self.cancel)
         form.addRow(self.info)
+
+    def add_setting(self, label: str, widget: QWidget) -> None:
+        """Another dock-wide setting row (``label``, ``widget``) below the Embeddings row."""
+        cast(QFormLayout, self.layout()).insertRow(self._settings_rows, label, widget)
+        self._settings_rows += 1
 
     @property
     def bundle_folder(self) -> Path | None:
