@@ -198,4 +198,7 @@ def test_precision_command_refuses_a_custom_option_in_search_mode(tmp_path):
         args = p.parse_args(["--precision", "int8", *extra])
         with pytest.raises(SystemExit, match="custom"):
             precision.run_precision(args, tmp_path / "fp32", tmp_path / "out")
+        with pytest.raises(SystemExit):  # the command line refuses before it reads anything
+            precision.main([str(tmp_path / "fp32"), str(tmp_path / "out"), "--precision", "int8",
+                            *extra])
     assert not (tmp_path / "out").exists()

@@ -222,16 +222,25 @@ def run_precision(args: argparse.Namespace, fp32: Path, out: Path) -> int:
     return 0 if result["passed"] else 1
 
 
+def argument_problem(args: argparse.Namespace) -> str | None:
+    """Why the precision options cannot work together (checked before any work), or None."""
+    if args.precision != "int8" or getattr(args, "int8_candidates", "custom") != "search":
+        return None
+    if args.graphs is not None or args.int8_method is not None:
+        return ("--graphs / --int8-method name one variant: add --int8-candidates custom "
+                "(the default search tries its own recipes)")
+    if getattr(args, "skip_gate", False):
+        return ("the int8 candidate search needs the gate: drop --skip-gate, or name one "
+                "variant with --int8-candidates custom")
+    return None
+
+
 def _search(args: argparse.Namespace, fp32: Path, out: Path, int8_options: dict) -> int:
     """``--precision int8`` with the candidate search (:mod:`.candidates`)."""
     from .candidates import search_int8
 
-    if args.graphs is not None or args.int8_method is not None:
-        raise SystemExit("--graphs / --int8-method name one variant: add --int8-candidates "
-                         "custom (the default search tries its own recipes)")
-    if getattr(args, "skip_gate", False):
-        raise SystemExit("the int8 candidate search needs the gate: drop --skip-gate, or name "
-                         "one variant with --int8-candidates custom")
+    if problem := argument_problem(args):
+        raise SystemExit(problem)
     reference = cached_decisions(fp32, getattr(args, "reference_cache", None))
     record = search_int8(fp32, out, reference, keep_failed=args.keep_failed,
                          log=lambda m: print(m, flush=True), **int8_options)
@@ -251,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("out", type=Path)
     add_precision_arguments(p, default="fp16")
     args = p.parse_args(argv)
+    if problem := argument_problem(args):
+        p.error(problem)
     if args.out.exists() and any(args.out.iterdir()):
         p.error(f"{args.out} exists and is not empty: name a new folder")
     return run_precision(args, args.fp32, args.out)

@@ -8,7 +8,7 @@ Two methods, both on the linear layers only (``MatMul`` with a constant weight, 
   first: 20 % feature error on the full encoder. The weights are ``u8`` (unsigned, full 8-bit
   range; the default) or ``s8-7bit`` (signed, 7-bit range). On x86 CPUs without VNNI (AVX2,
   this project's machines) onnxruntime multiplies u8 x s8 pairs into saturating 16-bit lanes,
-  so full-range signed weights overflow (toy graph: 17 % output error) and need the 7-bit
+  so full-range signed weights overflow (toy chain: 9.7 % output error) and need the 7-bit
   range; its u8 x u8 kernel widens to 16 bits first and never saturates, so unsigned weights
   keep all 8 bits (reduced encoder: 1.3 % feature error against 2.0 % for 7-bit signed, the
   same speed; ``tests/test_export_quantize.py``);

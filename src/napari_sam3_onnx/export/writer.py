@@ -40,7 +40,7 @@ from . import LAYOUT, LAYOUT_VERSION
 from . import graphs as G
 from .attention import CUSTOM_OPSETS, fused_attention
 from .manifest import MANIFEST, sha256
-from .precision import add_precision_arguments, run_precision
+from .precision import add_precision_arguments, argument_problem, run_precision
 from .torch_env import cpu_host
 
 OPSET = 17
@@ -288,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not args.bpe.is_file():
         p.error(f"no tokenizer file at {args.bpe}")
+    if problem := argument_problem(args):  # before minutes of export, not after
+        p.error(problem)
     variant = args.precision != "fp32"
     fp32_out = args.fp32_out or (args.out.with_name(args.out.name + ".fp32-tmp") if variant
                                  else args.out)
