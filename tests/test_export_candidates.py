@@ -109,7 +109,8 @@ def test_search_keeps_the_first_candidate_that_passes(tmp_path):
     manifest = read_manifest(out)
     assert manifest["int8_search"]["chosen"] == "text"
     assert manifest["decision_gate"]["passed"] is True
-    assert "language_encoder (weight-only)" in manifest["precision"]
+    assert manifest["precision"] == ("int8: language encoder int8 weights (fp32 arithmetic); "
+                                     "the rest fp32")
     # the image encoder is fp32's own file; nothing but the output appeared beside the inputs
     assert (out / "image_encoder.onnx").read_bytes() == (
         tmp_path / "fp32" / "image_encoder.onnx").read_bytes()
@@ -163,7 +164,7 @@ def test_image_weights_candidate_stores_int8_blocks(tmp_path):
     assert "MatMulNBits" in ops and "MatMul" not in ops
     assert manifest["int8"]["method"] == {"image_encoder": "weight-only",
                                           "language_encoder": "dynamic"}
-    assert manifest["precision"].startswith("int8 in image_encoder (weight-only)")
+    assert manifest["precision"].startswith("int8: image encoder int8 weights (fp32")
     rng = np.random.default_rng(9)
     feed = {"x": rng.normal(size=(1, 37, 96)).astype(np.float32)}
     ref, got = (ort.InferenceSession(str(f / "image_encoder.onnx")).run(None, feed)[0]

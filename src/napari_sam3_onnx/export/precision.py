@@ -43,6 +43,8 @@ PRECISIONS = ("fp32", "fp16", "int8")
 
 #: The per-graph "method" of :func:`to_int8` that stores fp16 weights instead of int8.
 FP16_STORAGE = "fp16-storage"
+_WORDS = {"dynamic": "int8", "weight-only": "int8 weights (fp32 arithmetic)",
+          FP16_STORAGE: "fp16 weights"}
 #: Initializers smaller than this stay float32 in ``storage`` mode (biases, norms: no gain).
 MIN_FP16_ELEMENTS = 4096
 
@@ -137,8 +139,9 @@ def to_int8(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
                                     exclude=DEFAULT_EXCLUDE if exclude is None else exclude,
                                     embeddings=token_table if role == "language_encoder"
                                     else False)
-    manifest["precision"] = ("int8 in " + ", ".join(f"{r} ({methods[r]})" for r in graphs)
-                             + "; fp32 elsewhere")
+    manifest["precision"] = ("int8: " + ", ".join(
+        f"{r.replace('_', ' ')} {_WORDS.get(methods[r], methods[r])}" for r in graphs)
+        + "; the rest fp32")  # what the model panel shows
     manifest["int8"] = {"method": method if isinstance(method, str) else methods,
                         "weights": weights, "last_blocks_fp32": last_blocks,
                         "token_table": token_table,
