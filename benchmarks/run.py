@@ -67,9 +67,17 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="plane size of the synthetic uint16 stack")
     p.add_argument("--threads", type=int, default=0,
                    help="onnxruntime intra-op threads (0: onnxruntime decides, as the plugin)")
+    p.add_argument("--cases", default=",".join(CASES),
+                   help="comma-separated cases to run (default: all; encode always runs, the "
+                        "others need its embedding). On a full-depth bundle each encode is "
+                        "~50 s here: 'encode,click-engine,propagation-memory' at --reps 1 "
+                        "stays under 10 minutes")
     p.add_argument("--json", type=Path, help=f"write here instead of {RESULTS}/<host>-<date>")
     p.add_argument("--markdown", type=Path, help="also write the table as markdown here")
     args = p.parse_args(argv)
+    args.cases = sorted({c for c in args.cases.split(",") if c} | {"encode"})
+    if unknown := set(args.cases) - set(CASES):
+        p.error(f"unknown --cases {sorted(unknown)}; choose from {', '.join(CASES)}")
     quick = args.quick
     args.geometry = "small" if quick else "full"
     args.reps = args.reps or (3 if quick else 15)
@@ -101,12 +109,14 @@ def engine_rows(bundle, stack, args, first_provider: bool, bundle_reps: bool,
     step("encode")
     enc_row, emb = cases_engine.encode(bundle, stack, reps)
     add(enc_row)
-    if first_provider:
+    wanted = set(getattr(args, "cases", CASES))
+    if first_provider and "memory/plane" in wanted:
         step("memory/plane")
         add(cases_memory.memory_row(bundle, emb))
-    step("click-engine")
-    add(cases_engine.click_engine(bundle, stack, emb, reps))
-    if not bundle.test_graphs or bundle.name in TEXT_LAYOUTS:
+    if "click-engine" in wanted:
+        step("click-engine")
+        add(cases_engine.click_engine(bundle, stack, emb, reps))
+    if "text-stack" in wanted and (not bundle.test_graphs or bundle.name in TEXT_LAYOUTS):
         step("text-stack")
         if (row := cases_engine.text_stack(bundle, stack, n, stack_reps)) is not None:
             add(row)
@@ -114,10 +124,12 @@ def engine_rows(bundle, stack, args, first_provider: bool, bundle_reps: bool,
             add(Row("text-stack", bundle.name, status="skipped",
                     note="no tokenizer file (bpe_simple_vocab_16e6.txt.gz, "
                          "tokenizer.json or merges.txt) in the bundle folder"))
-    if not bundle.test_graphs or bundle.name in PROPAGATION_LAYOUTS:
+    if "propagation" in wanted and (not bundle.test_graphs
+                                    or bundle.name in PROPAGATION_LAYOUTS):
         step("propagation")
         add(cases_engine.propagation(bundle, stack, n, stack_reps))
-    if not bundle.test_graphs or bundle.name == MEMORY_LAYOUT:
+    if "propagation-memory" in wanted and (not bundle.test_graphs
+                                           or bundle.name == MEMORY_LAYOUT):
         step("propagation-memory")
         add(cases_engine.propagation_memory(bundle, stack, n))
     return rows
@@ -183,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                     engine_rows(bundle, stack, args, i == 0, bundle_reps=not test, emit=emit)
                 finally:
                     bundle.adapter.close()
-        if not args.no_gui:
+        if not args.no_gui and {"click-gui", "responsiveness"} & set(args.cases):
             print(f"[{time.perf_counter() - t0:6.0f} s] GUI cases (child process)", flush=True)
             for row in gui_rows(args, [b.resolve() for b in args.bundle]):
                 emit(row)

@@ -6,7 +6,7 @@ arithmetic, so the encoder is far cheaper than SAM 3's (16-21 s per slice on 2 C
 The ratio ``stack time / (encode time x slices)`` is therefore an upper bound on what the
 search adds on top of encoding: with real weights it moves towards 1.
 
-For each layout it runs the Text tab's loop (``_napari.text.run.iter_run``, without Qt) over a
+For each layout it runs the Text tab's workflow (``api.search.iter_search``, without Qt) over a
 480 x 720 stack whose slices plant different blobs (testing.scenes, upscaled 8x), for "bright" at
 SAM 3's 0.5 floor, cold (every slice encoded) and warm (all slices cached, phrase cached), and
 counts language-encoder runs per run.
@@ -21,9 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from napari_sam3_onnx._napari.text.run import TextRun, iter_run
-from napari_sam3_onnx.engine.concepts.search import TextCache
-from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
+from napari_sam3_onnx.api.search import iter_search
+from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.testing.geometry import FULL
@@ -44,17 +43,20 @@ def refs_of(stack: np.ndarray, tag: str) -> list[SliceRef]:
     return [SliceRef(stack, (z,), window=(0.0, 255.0), source=tag) for z in range(len(stack))]
 
 
-def timed_run(run: TextRun) -> tuple[float, int]:
-    """Seconds for the whole run and the number of instances found."""
+def timed_run(workspace: Workspace, refs: list[SliceRef], concepts: list[str]
+              ) -> tuple[float, int]:
+    """Seconds for the whole search and the number of instances found."""
     t0 = time.perf_counter()
-    found = sum(len(step.result.instances) for step in iter_run(run))
+    found = sum(len(step.result.instances) for step in iter_search(workspace, refs, concepts))
     return time.perf_counter() - t0, found
 
 
 def measure(layout: str, folder: Path, slices: int) -> dict:
-    """Encode-only time per slice, then cold and warm whole-stack runs of the Text tab's loop."""
+    """Encode-only time per slice, then cold and warm whole-stack runs of the Text workflow."""
     adapter = open_bundle(build_text_bundle(folder, layout, FULL))
-    texts = TextCache(adapter, ClipTokenizer.from_folder(folder))
+    workspace = Workspace()
+    workspace.attach(adapter, folder)
+    texts = workspace.texts
     stack = planted_stack(slices)
     SliceEncoder(adapter).embed(refs_of(stack, "warm-up")[0])  # sessions load lazily
     texts.get("warm-up")
@@ -63,11 +65,12 @@ def measure(layout: str, folder: Path, slices: int) -> dict:
     encoder.embed_many(refs_of(stack, "encode-only"))
     encode = (time.perf_counter() - t0) / slices
     calls0 = texts.calls
-    cold_run = TextRun(SliceEncoder(adapter), texts, refs_of(stack, "cold"), ["bright"])
-    cold, found = timed_run(cold_run)
+    cold_refs = refs_of(stack, "cold")
+    cold, found = timed_run(workspace, cold_refs, ["bright"])
     cold_calls = texts.calls - calls0
     spent = []
-    detect = adapter.detect
+    detector = adapter.concept_detector
+    detect = detector.detect
 
     def timed_detect(*args, **kwargs):
         t = time.perf_counter()
@@ -75,18 +78,18 @@ def measure(layout: str, folder: Path, slices: int) -> dict:
         spent.append(time.perf_counter() - t)
         return out
 
-    adapter.detect = timed_detect
-    warm, _ = timed_run(cold_run)  # same refs, same encoder cache, same phrase
-    adapter.detect = detect
-    two = TextRun(cold_run.encoder, texts, cold_run.refs, ["bright", "thing"])
+    detector.detect = timed_detect  # type: ignore[method-assign]
+    warm, _ = timed_run(workspace, cold_refs, ["bright"])  # same refs, cache and phrase
+    detector.detect = detect  # type: ignore[method-assign]
     calls1 = texts.calls
-    timed_run(two)
+    timed_run(workspace, cold_refs, ["bright", "thing"])
+    assert workspace.encoder is not None
     return {"layout": layout, "slices": slices, "encode_s": encode, "cold_s": cold,
             "ratio": cold / (encode * slices), "warm_per_slice_ms": 1e3 * warm / slices,
             "detect_ms": 1e3 * sum(spent) / slices,
             "instances": found, "lang_calls_cold": cold_calls,
             "lang_calls_warm": texts.calls - calls1 - 1,  # "thing" is new: one call
-            "encoder_calls": cold_run.encoder.encoder_calls}
+            "encoder_calls": workspace.encoder.encoder_calls}
 
 
 def main(argv: list[str]) -> int:

@@ -45,3 +45,20 @@ def test_quick_benchmark_writes_every_case(tmp_path):
     progress = [line for line in proc.stdout.splitlines() if line.startswith("[")]
     assert any("bundle 1/" in line for line in progress)
     assert sum(" encode " in f" {line} " for line in progress) == len(layouts)
+
+
+def test_cases_option_runs_only_the_cases_named(tmp_path):
+    """``--cases`` keeps a full-depth run short: encode always, then only what is named."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--no-gui",
+         "--cases", "click-engine", "--json", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {r["case"] for r in json.loads(out.read_text())["rows"]} == {"encode", "click-engine"}
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--cases", "encoding"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )
+    assert bad.returncode == 2 and "unknown --cases" in bad.stderr

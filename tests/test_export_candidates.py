@@ -131,14 +131,15 @@ def test_search_writes_nothing_when_no_candidate_passes_unless_kept(tmp_path):
                          judge=_fake_judge(set(), seen), log=lambda m: None)
     assert record["chosen"] is None and len(record["tried"]) == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fp32"]
-    kept = tmp_path / "kept"
+    kept = tmp_path / "new" / "kept"  # a parent that does not exist yet
     record = search_int8(tmp_path / "fp32", kept, {}, judge=_fake_judge(set(), []),
                          keep_failed=True, log=lambda m: None)
     manifest = read_manifest(kept)
     assert manifest["decision_gate"]["passed"] is False
     assert manifest["int8_search"]["tried"][0]["candidate"] == "all"
     assert set(manifest["int8"]["graphs"]) == {"image_encoder", "language_encoder"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fp32", "kept"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fp32", "new"]
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["kept"]
 
 
 def test_search_refuses_a_folder_that_is_not_empty(tmp_path):

@@ -89,6 +89,7 @@ def search_int8(fp32: Path | str, out: Path | str, reference: dict, *,
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} exists and is not empty: name a new folder")
     judge = judge or (lambda ref, folder: compare(ref, folder, fail_fast=True))
+    out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.candidates-", dir=out.parent))
     record: dict = {"chosen": None, "tried": []}
     fallback: tuple[Path, dict, dict] | None = None

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,19 @@ def decisions(folder: Path | str, stages: Sequence[str] = STAGES) -> dict:
 
     ``stages``: which of :data:`STAGES` to run (the encoder features are always there).
     """
+    out: dict = {}
+    for _stage, partial in iter_decisions(folder, stages):
+        out = partial
+    return out
+
+
+def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES
+                   ) -> Generator[tuple[str, dict], None, None]:
+    """:func:`decisions` stage by stage: yields ``(stage, decisions so far)`` after each.
+
+    One bundle opened and the test image encoded once for all stages; closing the generator
+    early (a failed stage) closes the bundle.
+    """
     from ..engine.concepts.search import TextCache
     from ..engine.concepts.tokenizer import ClipTokenizer
     from ..engine.interactive import Prompt, segment
@@ -83,31 +96,34 @@ def decisions(folder: Path | str, stages: Sequence[str] = STAGES) -> dict:
 
     folder = Path(folder)
     adapter = open_bundle(folder)
-    img = test_image(0)
-    emb = adapter.encode(img)
-    out: dict = {"features": {k: np.array(v) for k, v in emb.features.items()}}
-    if "clicks" in stages:
-        out["clicks"] = []
-        for pts, labs, box in CLICK_PROMPTS:
-            res = segment(adapter, emb, Prompt.clicks(np.asarray(pts, float).reshape(-1, 2),
-                                                      labs, box))
-            out["clicks"].append({"candidate": res.candidate, "mask": res.mask,
-                                  "logits": res.low_res_logits})
-    if "concepts" in stages:
-        out["concepts"] = []
-        texts = TextCache(adapter, ClipTokenizer.from_folder(folder))
-        for phrase, exemplar in CONCEPT_PROMPTS:
-            boxes = None if exemplar is None else np.array([exemplar], np.float32)
-            labels = None if boxes is None else np.array([1], np.int64)
-            det = adapter.concept_detector.detect(emb, texts.get(phrase), boxes, labels)
-            keep = np.flatnonzero(det.scores > 0.5)
-            out["concepts"].append({"scores": np.array(det.scores), "masks": {
-                int(i): (logits_to_mask(det.masks[i], img.shape[:2], 0.0),
-                         np.array(det.masks[i])) for i in keep}})
-    if "propagation" in stages:
-        out["propagation"] = _propagation(adapter)
-    adapter.close()
-    return out
+    try:
+        img = test_image(0)
+        emb = adapter.encode(img)
+        out: dict = {"features": {k: np.array(v) for k, v in emb.features.items()}}
+        for stage in (s for s in STAGES if s in stages):
+            if stage == "clicks":
+                out["clicks"] = []
+                for pts, labs, box in CLICK_PROMPTS:
+                    res = segment(adapter, emb, Prompt.clicks(
+                        np.asarray(pts, float).reshape(-1, 2), labs, box))
+                    out["clicks"].append({"candidate": res.candidate, "mask": res.mask,
+                                          "logits": res.low_res_logits})
+            elif stage == "concepts":
+                out["concepts"] = []
+                texts = TextCache(adapter, ClipTokenizer.from_folder(folder))
+                for phrase, exemplar in CONCEPT_PROMPTS:
+                    boxes = None if exemplar is None else np.array([exemplar], np.float32)
+                    labels = None if boxes is None else np.array([1], np.int64)
+                    det = adapter.concept_detector.detect(emb, texts.get(phrase), boxes, labels)
+                    keep = np.flatnonzero(det.scores > 0.5)
+                    out["concepts"].append({"scores": np.array(det.scores), "masks": {
+                        int(i): (logits_to_mask(det.masks[i], img.shape[:2], 0.0),
+                                 np.array(det.masks[i])) for i in keep}})
+            else:
+                out["propagation"] = _propagation(adapter)
+            yield stage, out
+    finally:
+        adapter.close()
 
 
 def _propagation(adapter) -> list:
@@ -140,11 +156,12 @@ def compare(fp32: Path | str | dict, other: Path | str | dict, gates: dict | Non
     if isinstance(other, dict) or not fail_fast:
         b = other if isinstance(other, dict) else decisions(other)
         return _judge(a, b, g)
-    b, result = {}, {}
-    for stage in STAGES:
-        b.update(decisions(other, (stage,)))
+    result: dict = {}
+    stages = iter_decisions(other)
+    for stage, b in stages:
         result = _judge(a, b, g)
         if result["checks"][stage] is False:
+            stages.close()  # the later stages are not run; the bundle is closed
             break
     return result
 
