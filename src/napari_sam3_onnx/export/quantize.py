@@ -9,9 +9,9 @@ Two methods, both on the linear layers only (``MatMul`` with a constant weight, 
   range; the default) or ``s8-7bit`` (signed, 7-bit range). On x86 CPUs without VNNI (AVX2,
   this project's machines) onnxruntime multiplies u8 x s8 pairs into saturating 16-bit lanes,
   so full-range signed weights overflow (toy chain: 9.7 % output error) and need the 7-bit
-  range; its u8 x u8 kernel widens to 16 bits first and never saturates, so unsigned weights
-  keep all 8 bits (reduced encoder: 1.3 % feature error against 2.0 % for 7-bit signed, the
-  same speed; ``tests/test_export_quantize.py``);
+  range; its u8 x u8 kernel does not saturate (measured), so unsigned weights keep all 8 bits
+  (reduced encoder: 1.3 % feature error against 2.0 % for 7-bit signed; full depth 2.7 %
+  against 4.3 %, 10 % slower; ``tests/test_export_candidates.py``);
 * ``weight-only``: ``MatMulNBits`` 8-bit blocks of 32, accuracy level 1 (the weights stored
   int8 and widened to fp32 for fp32 arithmetic): the least error, int8 storage, fp32 speed.
   onnxruntime's quantiser converts ``MatMul`` only; a ``Gemm`` stays fp32.
