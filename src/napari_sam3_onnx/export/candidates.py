@@ -8,10 +8,11 @@ folder (one rename, so a half-written bundle never carries the user's name). The
 bundle gave up and why. Measured on this project's machines (docs/export.md):
 
 * ``all``: both encoders' linear layers in int8 arithmetic (``dynamic``, u8 weights) -
-  1.7-2.2x the fp32 image encoder, a third of the bytes; on random weights it fails the gate
-  (near-zero mask logits move);
+  1.34x the fp32 image encoder at full depth on AVX2, a third of the bytes; on random weights
+  it fails the gate (near-zero mask logits move);
 * ``weights``: both encoders' weights stored int8 (blocks of 32, ``weight-only``) and widened
-  to fp32 for fp32 arithmetic - fp32 speed, a third of the bytes, the least error;
+  to fp32 for fp32 arithmetic - a third of the bytes, the least int8 error, 0.84x fp32's
+  speed on AVX2;
 * ``half``: the image encoder's weights stored fp16 (float16 rounding only, cast to fp32 when
   the session loads), the language encoder's int8 - fp32 speed and memory, about half the
   bytes;

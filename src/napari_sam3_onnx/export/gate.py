@@ -217,28 +217,24 @@ def _concept(phrase: str, da: dict, db: dict) -> dict:
 
 
 def cached_decisions(fp32: Path, cache: Path | None) -> dict:
-    """:func:`decisions` of ``fp32``, read from / written to ``cache`` (a pickle) if given.
+    """:func:`decisions` of ``fp32``, read from / written to ``cache`` if given.
 
-    The cache holds the fp32 manifest's file digests; a cache of another bundle (or of the same
-    folder re-exported) is recomputed and overwritten, never used. Only the user's own cache
-    file is ever read: it is a pickle.
+    The cache (:mod:`.decision_cache`: an ``.npz`` of plain arrays, no pickle) holds the fp32
+    manifest's file digests; a cache of another bundle (or of the same folder re-exported) is
+    recomputed and overwritten, never used. A file at ``cache`` that is not such a cache is
+    refused (:class:`.decision_cache.NotADecisionCache`) and left as it is.
     """
-    import pickle
-
+    from . import decision_cache
     from .manifest import read_manifest
 
     key = {n: f["sha256"] for n, f in read_manifest(fp32)["files"].items()}
-    if cache is not None and cache.is_file():
-        with open(cache, "rb") as fin:
-            stored = pickle.load(fin)
-        if stored.get("key") == key:
-            return stored["decisions"]
+    if cache is not None and cache.exists():
+        stored_key, stored = decision_cache.load(cache)
+        if stored_key == key:
+            return stored
     out = decisions(fp32)
     if cache is not None:
-        tmp = cache.with_name(cache.name + ".tmp")
-        with open(tmp, "wb") as fout:
-            pickle.dump({"key": key, "decisions": out}, fout)
-        tmp.replace(cache)
+        decision_cache.save(cache, key, out)
     return out
 
 
@@ -249,8 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("variants", type=Path, nargs="+")
     p.add_argument("--json", type=Path, help="also write the results here")
     p.add_argument("--reference-cache", type=Path, default=None,
-                   help="keep the fp32 decisions in this file (pickle) for later runs")
+                   help="keep the fp32 decisions in this file (.npz) for later runs")
     args = p.parse_args(argv)
+    from .decision_cache import check_writable
+
+    if problem := check_writable(args.reference_cache):
+        p.error(problem)
     reference = cached_decisions(args.fp32, args.reference_cache)
     results = {}
     for variant in args.variants:

@@ -185,7 +185,7 @@ def add_precision_arguments(p: argparse.ArgumentParser, default: str = "fp32") -
                    help="write the variant ungated (manifest: decision_gate 'not run'); "
                         "gate it later with python -m napari_sam3_onnx.export.gate")
     p.add_argument("--reference-cache", type=Path, default=None,
-                   help="keep the fp32 decisions of the gate in this file (pickle) for later "
+                   help="keep the fp32 decisions of the gate in this file (.npz) for later "
                         "runs")
     p.add_argument("--fp32-out", type=Path, default=None,
                    help="exporter only: keep the fp32 reference bundle here")
@@ -226,7 +226,15 @@ def run_precision(args: argparse.Namespace, fp32: Path, out: Path) -> int:
 
 
 def argument_problem(args: argparse.Namespace) -> str | None:
-    """Why the precision options cannot work together (checked before any work), or None."""
+    """Why the precision options cannot work (checked before any work), or None.
+
+    Options that contradict each other, and a ``--reference-cache`` file that is not a cache
+    (it would be refused only after minutes of conversion otherwise).
+    """
+    from .decision_cache import check_writable
+
+    if (problem := check_writable(getattr(args, "reference_cache", None))) is not None:
+        return problem
     if args.precision != "int8" or getattr(args, "int8_candidates", "custom") != "search":
         return None
     if args.graphs is not None or args.int8_method is not None:
