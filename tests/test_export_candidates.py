@@ -204,3 +204,35 @@ def test_precision_command_refuses_a_custom_option_in_search_mode(tmp_path):
             precision.main([str(tmp_path / "fp32"), str(tmp_path / "out"), "--precision", "int8",
                             *extra])
     assert not (tmp_path / "out").exists()
+
+
+def test_search_converts_each_graph_and_method_once(tmp_path, monkeypatch):
+    """weights, half and text all ask for the language encoder weight-only: one conversion."""
+    pytest.importorskip("onnx_ir")
+    from napari_sam3_onnx.export import quantize
+    from napari_sam3_onnx.export.candidates import search_int8
+    from napari_sam3_onnx.export.manifest import read_manifest
+
+    calls: list = []
+    real = quantize.quantize_graph
+
+    def counting(src, dst, **kw):
+        calls.append((src.name, kw["method"]))
+        return real(src, dst, **kw)
+
+    monkeypatch.setattr(quantize, "quantize_graph", counting)
+    _toy_bundle(tmp_path / "fp32", np.random.default_rng(12))
+    out = tmp_path / "int8"
+    record = search_int8(tmp_path / "fp32", out, {}, judge=_fake_judge({"language_encoder"}, []),
+                         log=lambda m: None)
+    assert record["chosen"] == "text"
+    assert sorted(calls) == sorted([("image_encoder.onnx", "dynamic"),
+                                    ("language_encoder.onnx", "dynamic"),
+                                    ("image_encoder.onnx", "weight-only"),
+                                    ("language_encoder.onnx", "weight-only")])
+    # the reused file is the conversion's, and the manifest records it like a fresh one
+    manifest = read_manifest(out)
+    assert manifest["int8"]["graphs"]["language_encoder"]["method"] == "weight-only"
+    assert "MatMulNBits" in {n.op_type for n in
+                             onnx.load(out / "language_encoder.onnx").graph.node}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fp32", "int8"]  # no store left

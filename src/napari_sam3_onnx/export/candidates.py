@@ -24,6 +24,7 @@ Needs ``onnx`` and ``onnxruntime`` only.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -94,12 +95,18 @@ def search_int8(fp32: Path | str, out: Path | str, reference: dict, *,
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.candidates-", dir=out.parent))
     record: dict = {"chosen": None, "tried": []}
     fallback: tuple[Path, dict, dict] | None = None
+    converted: dict[tuple[str, str], tuple[Path, dict]] = {}  # (role, method) -> file, record
     try:
         for cand in candidates:
             folder = work / cand.name
             log(f"int8 candidate {cand.name!r}: {cand.what}")
+            reuse = {role: converted[role, m] for role, m in cand.methods.items()
+                     if (role, m) in converted}
+            if reuse:
+                log(f"  reusing the {', '.join(reuse)} of an earlier candidate")
             manifest = to_int8(fp32, folder, list(cand.methods), method=dict(cand.methods),
-                               **int8_options)
+                               prebuilt=reuse, **int8_options)
+            _keep_conversions(work, folder, cand, manifest, converted)
             result = judge(reference, folder)
             size = sum(f["bytes"] for f in manifest["files"].values())
             record["tried"].append({"candidate": cand.name, "what": cand.what,
@@ -120,6 +127,26 @@ def search_int8(fp32: Path | str, out: Path | str, reference: dict, *,
         return record
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _keep_conversions(work: Path, folder: Path, cand: Candidate, manifest: dict,
+                      converted: dict[tuple[str, str], tuple[Path, dict]]) -> None:
+    """Keep the graphs ``cand`` converted for later candidates with the same role and method.
+
+    Hard links into ``work/converted`` (copies across file systems), removed with ``work``.
+    """
+    store = work / "converted"
+    store.mkdir(exist_ok=True)
+    for role, method in cand.methods.items():
+        if (role, method) in converted:
+            continue
+        name = manifest["graphs"][role]
+        kept = store / f"{role}.{method}.onnx"
+        try:
+            os.link(folder / name, kept)
+        except OSError:
+            shutil.copyfile(folder / name, kept)
+        converted[role, method] = (kept, manifest["int8"]["graphs"][role])
 
 
 def _finish(folder: Path, out: Path, manifest: dict, result: dict, record: dict) -> None:

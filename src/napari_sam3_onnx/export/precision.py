@@ -106,7 +106,8 @@ def to_fp16(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
 def to_int8(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GRAPHS, *,
             method: str | Mapping[str, str] = "dynamic", last_blocks: int = 0,
             exclude: Sequence[str] | None = None, token_table: str = "fp16",
-            weights: str = "u8") -> dict:
+            weights: str = "u8", prebuilt: Mapping[str, tuple[Path, dict]] | None = None
+            ) -> dict:
     """Copy bundle ``src`` to ``dst`` with the linear layers of ``graphs`` in int8.
 
     ``method`` (one for every graph, or one per role: a method of
@@ -115,7 +116,10 @@ def to_int8(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
     :func:`.quantize.quantize_graph`;
     ``token_table``: storage of the language encoder's token embedding (``fp16``, ``int8``,
     ``fp32``; its ``embeddings``). Graph
-    inputs and outputs stay float32. Returns the new manifest (``int8`` records what was done).
+    inputs and outputs stay float32. ``prebuilt``: role -> (file, its ``int8.graphs`` record)
+    of a graph already converted with the same method and options (the candidate search reuses
+    one conversion in several candidates); it is copied instead of converted again.
+    Returns the new manifest (``int8`` records what was done).
     """
     from .quantize import DEFAULT_EXCLUDE, quantize_graph
     src, dst = Path(src), Path(dst)
@@ -128,6 +132,10 @@ def to_int8(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
             shutil.copyfile(src / name, dst / name)
     done = {}
     for name, role in sorted(converted.items()):
+        if prebuilt and role in prebuilt:
+            shutil.copyfile(prebuilt[role][0], dst / name)
+            done[role] = dict(prebuilt[role][1])
+            continue
         if methods[role] == FP16_STORAGE:  # a mixed bundle: this graph's weights fp16 only
             import onnx
 
