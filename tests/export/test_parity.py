@@ -148,3 +148,62 @@ def test_shared_image_decoder_equals_upstream_repeat_image(model):
             assert a.shape == b.shape
             torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
         assert not torch.equal(got[0][0], got[0][1])  # the objects differ: not one broadcast
+
+
+def _first_matmul_weights_after(model, node) -> list:
+    """Shapes of the constant weights of the first MatMuls downstream of ``node``'s output."""
+    inits = {i.name: list(i.dims) for i in model.graph.initializer}
+    consumers: dict[str, list] = {}
+    for n in model.graph.node:
+        for name in n.input:
+            consumers.setdefault(name, []).append(n)
+    frontier, found = [node.output[0]], []
+    for _ in range(6):  # through the reshapes / transposes between them
+        nxt = []
+        for name in frontier:
+            for c in consumers.get(name, []):
+                if c.op_type == "MatMul":
+                    found.append(inits.get(c.input[1]))
+                else:
+                    nxt += list(c.output)
+        if found:
+            return found
+        frontier = nxt
+    return found
+
+
+def test_memory_attention_attends_over_memory_width_like_upstream(bundle, model):
+    """Cross-attention values stay 64 wide through the attention and are widened after it.
+
+    ``P (X W^T + b) = (P X) W^T + b`` for row-stochastic ``P``: the bundle's graph must give
+    what the wrapper gives in upstream order (values widened before the attention), on an
+    input with 3 memories and 5 pointers.
+    """
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    from napari_sam3_onnx.export import graphs as G
+
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    path = bundle / manifest["graphs"]["memory_attention"]
+    exported = onnx.load(str(path))
+    wrapper = G.MemoryAttention(model).eval()
+    layers = len(wrapper.encoder.layers)
+    after = [_first_matmul_weights_after(exported, n) for n in exported.graph.node
+             if n.op_type == "MultiHeadAttention"]
+    assert len(after) == 2 * layers  # a self- and a cross-attention per layer
+    assert after.count([[64, 256]]) == layers, after  # v_proj after each cross-attention
+    g = torch.Generator().manual_seed(7)
+    feed = {"trk_feat_2": torch.randn(1, 256, 72, 72, generator=g),
+            "memory_feats": torch.randn(3, 64, 72, 72, generator=g),
+            "memory_rows": torch.tensor([6, 1, 0]),
+            "pointers": torch.randn(5, 256, generator=g),
+            "pointer_tpos": torch.arange(5, dtype=torch.float32) / 15}
+    with torch.no_grad():
+        ref = wrapper(*feed.values()).numpy()  # fused_attention off: upstream order
+    got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {k: v.numpy() for k, v in feed.items()})[0]
+    assert got.shape == ref.shape == (1, 256, 72, 72)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5

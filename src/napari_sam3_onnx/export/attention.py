@@ -33,7 +33,8 @@ class FusedMultiHeadAttention(torch.autograd.Function):
     """``softmax(q k^T / sqrt(d)) v`` over ``num_heads`` heads; exported as one contrib node.
 
     ``q [B, Lq, D]``, ``k [B, Lk, D]``, ``v [B, Lk, Dv]`` float32 (heads packed in the last
-    axis, head ``h`` = columns ``h*D/num_heads ..``) -> ``[B, Lq, Dv]``.
+    axis, head ``h`` = columns ``h*D/num_heads ..``; ``Dv`` may differ from ``D``) ->
+    ``[B, Lq, Dv]``.
     """
 
     @staticmethod
@@ -48,8 +49,14 @@ class FusedMultiHeadAttention(torch.autograd.Function):
 
     @staticmethod
     def symbolic(g, q, k, v, num_heads: int):  # noqa: D102
+        from torch.onnx import symbolic_helper
+
         out = g.op("com.microsoft::MultiHeadAttention", q, k, v, num_heads_i=num_heads)
-        out.setType(q.type())
+        qs, vs = symbolic_helper._get_tensor_sizes(q), symbolic_helper._get_tensor_sizes(v)
+        if qs is not None and vs is not None:  # [B, Lq] of q, the value width of v
+            out.setType(q.type().with_sizes([qs[0], qs[1], vs[-1]]))
+        else:
+            out.setType(q.type())
         return out
 
 

@@ -335,8 +335,17 @@ class MemoryAttention(nn.Module):
         b, _, _, d = ks.shape
         ks = _rotate(ks.reshape(b, h, -1, n_tok, d), self.cos, self.sin).reshape(b, h, -1, d)
         k = torch.cat([ks, self._heads(att.k_proj(ptr_k), h)], dim=2)
-        v = torch.cat([self._heads(att.v_proj(mem), h), self._heads(att.v_proj(ptr), h)], dim=2)
-        out = attend(q, k, v, self.fused_attention)
+        if self.fused_attention and h == 1:
+            # Late values: each row of softmax(q k^T) sums to 1, so P (X W^T + b) =
+            # (P X) W^T + b. Attending over the 64-wide memory tokens X and widening after
+            # does the value product at 64 columns instead of 256 (at full bank 36,352 keys:
+            # 5/8 of the layer's attention arithmetic); exact up to float rounding.
+            raw = torch.cat([mem, ptr], dim=1)[:, None]  # [1, 1, M*T + 4P, 64]
+            out = att.v_proj(attend(q, k, raw, True))  # [1, 1, T, 256]
+        else:
+            v = torch.cat([self._heads(att.v_proj(mem), h), self._heads(att.v_proj(ptr), h)],
+                          dim=2)
+            out = attend(q, k, v, self.fused_attention)
         return att.out_proj(out.transpose(1, 2).reshape(b, x.shape[1], -1))
 
     def forward(self, trk_feat_2, memory_feats, memory_rows, pointers, pointer_tpos):  # noqa: D102
