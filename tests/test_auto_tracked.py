@@ -176,3 +176,26 @@ def test_a_model_attached_mid_run_does_not_change_the_run(bundle, tmp_path):
     ref = segment_all_tracked(bundle, stack, key=1, settings=FAST)
     for step in steps:
         np.testing.assert_array_equal(step.result.labels, ref.labels[step.index])
+
+
+def test_the_key_plane_step_reports_the_tiles_it_was_segmented_in(tmp_path):
+    """A tiled key plane says so on its own step (the dock shows "on N tiles"); the planes
+    reached by propagation are decoded whole."""
+    from napari_sam3_onnx.api.automatic import tiles_per_plane
+    from napari_sam3_onnx.engine.tiling.tiles import TileSettings
+    from napari_sam3_onnx.testing.automatic import build_sloped_tracker
+    from napari_sam3_onnx.testing.geometry import TestGeometry
+
+    small = api.open_bundle(build_sloped_tracker(tmp_path / "tracker", TestGeometry(grid=6)))
+    shape = (190, 130)  # above twice the 84-px input: six tiles
+    blobs = ((22, 25, 3), (95, 60, 3), (150, 20, 3), (120, 110, 5))
+    data = np.stack([blob_image(shape, [(r + 3 * z, c + 2 * z, rad) for r, c, rad in blobs],
+                                value=255) for z in range(3)])
+    workspace = small.workspace(None, EmbeddingCache(), TileSettings())
+    assert tiles_per_plane(workspace.adapter, shape, workspace.tiling) == 6
+    from napari_sam3_onnx.api.jobs import StackJob
+
+    job = StackJob(data, "image", 0, window=(0.0, 255.0))
+    steps = list(iter_segment_tracked(workspace, job.refs(job.view()), 1,
+                                      settings=AutoMaskSettings(points_per_side=8)))
+    assert {s.index: s.tiles for s in steps} == {(1,): 6, (0,): 1, (2,): 1}

@@ -146,7 +146,8 @@ def iter_segment_tracked(
         ``SliceRef.index``, ``result.labels`` its ``(rows, cols)`` int32 labels with the key
         plane's ids (ids ``1..k``, one per object through the stack), ``result.instances`` one
         per object present there (score and stability of the key plane), ``done`` / ``total``
-        planes.
+        planes, ``tiles`` the tiles the key plane was segmented in (its step only; the
+        propagated planes are decoded whole: 1).
 
     Returns
     -------
@@ -176,8 +177,9 @@ def iter_segment_tracked(
     run.rows = auto_table_rows(auto)
     objects = {int(i.id): i for i in auto.instances}
     seeds = {oid: Seed.from_mask(key, auto.labels == oid) for oid in objects}
+    key_tiles = autos[0].tiles  # the key plane's automatic step may be tiled; the rest not
     if not seeds:
-        yield AutoStep(tuple(refs[key].index), AutoResult(auto.labels), 1, len(refs))
+        yield AutoStep(tuple(refs[key].index), AutoResult(auto.labels), 1, len(refs), key_tiles)
         return run
     # The model the key plane was segmented with, even if the dock attaches another meanwhile.
     same = Workspace.for_encoder(encoder, workspace.folder or Path(), workspace.tiling)
@@ -199,7 +201,7 @@ def iter_segment_tracked(
         done += 1
         index = tuple(refs[step.index].index)
         yield AutoStep(index, AutoResult(plane, plane_instances(plane, index, objects)), done,
-                       len(refs))
+                       len(refs), key_tiles if step.index == key else 1)
     run.cancelled = run.propagation.cancelled
     return run
 
