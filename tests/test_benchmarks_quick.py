@@ -62,3 +62,24 @@ def test_cases_option_runs_only_the_cases_named(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )
     assert bad.returncode == 2 and "unknown --cases" in bad.stderr
+
+
+def test_propagation_steps_reports_each_slice_and_the_full_bank(tmp_path):
+    """benchmarks/propagation_steps.py on the toy bundle: one row per slice, the bank growing
+    to SAM 3's 7 memories and 16 pointers (no speed asserted)."""
+    from napari_sam3_onnx.testing.nso import build_nso
+
+    bundle = build_nso(tmp_path / "nso")
+    out = tmp_path / "steps.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "propagation_steps.py"), str(bundle),
+         "--slices", "18", "--size", "300", "260", "--json", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    tracked = [r for r in doc["rows"] if not r["seed"] and r["slice"] > 0]
+    assert [r["slice"] for r in tracked] == list(range(1, 18))
+    assert [(r["memories"], r["pointers"]) for r in tracked[:3]] == [(1, 1), (2, 2), (3, 3)]
+    assert (tracked[-1]["memories"], tracked[-1]["pointers"]) == (7, 16)
+    assert all("memory_attention" in r["graphs_s"] for r in tracked)
+    assert "bank full on 2 slice(s)" in proc.stdout
