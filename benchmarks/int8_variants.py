@@ -5,7 +5,8 @@ Usage::
     python benchmarks/int8_variants.py FP32_BUNDLE OUT_FOLDER [--variants s8-7bit,u8,wo8-b32-a1]
 
 Each variant of the bundle's ``image_encoder`` is written into ``OUT_FOLDER`` as
-``VARIANT.onnx`` (a variant already there is reused, never rewritten), run on the decision
+``VARIANT.onnx`` (built under a temporary name and renamed when complete, so a variant already
+there is a whole one: it is reused, never rewritten), run on the decision
 gate's test image with 2 intra-op threads, CPU arena off, and reported against fp32: best of
 2 encodes, the worst output's relative L2 error, the file size. Variants: ``s8-7bit``,
 ``s8``, ``u8``, ``u8-7bit`` (``quantize_dynamic``, per-channel) and
@@ -28,7 +29,16 @@ DYNAMIC = {"s8-7bit": ("s8", True), "s8": ("s8", False), "u8": ("u8", False),
 
 
 def build(src: Path, dst: Path, variant: str) -> None:
-    """Write ``variant`` of ``src`` to ``dst``."""
+    """Write ``variant`` of ``src`` to ``dst`` (the ``.onnx`` appears last, complete)."""
+    tmp = dst.with_name(f".{dst.name}.partial")
+    try:
+        _build(src, tmp, variant, data_name=dst.name + ".data")
+        tmp.replace(dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _build(src: Path, dst: Path, variant: str, data_name: str) -> None:
     import onnx
 
     model = onnx.load(str(src))
@@ -53,7 +63,7 @@ def build(src: Path, dst: Path, variant: str) -> None:
                              accuracy_level=int(m[3]))
     q.process()
     onnx.save(q.model.model, str(dst), save_as_external_data=True,
-              all_tensors_to_one_file=True, location=dst.name + ".data")
+              all_tensors_to_one_file=True, location=data_name)
 
 
 def timed(path: Path, feed: dict) -> tuple[dict, float]:

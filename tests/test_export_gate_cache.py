@@ -149,3 +149,26 @@ def test_precision_command_refuses_a_foreign_cache_before_any_work(tmp_path):
     with pytest.raises(SystemExit) as exc:
         gate.main([str(a), str(a), "--reference-cache", str(foreign)])
     assert exc.value.code == 2 and foreign.read_text() == "id,area\n1,20\n"
+
+
+def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    import os
+
+    import pytest
+
+    from napari_sam3_onnx.export import manifest
+
+    path = tmp_path / "gate.json"
+    path.write_text('{"old": true}\n')
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        manifest.write_atomically(path, b'{"new": true}\n')
+    assert path.read_text() == '{"old": true}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gate.json"]
+    monkeypatch.undo()
+    manifest.write_atomically(path, b'{"new": true}\n')
+    assert path.read_text() == '{"new": true}\n'

@@ -11,13 +11,14 @@ never runs code from the file, and a file that is not such a cache is recognised
 
 from __future__ import annotations
 
+import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .manifest import write_atomically
 
 #: Written into every cache; a file without it is not one of ours.
 FORMAT = "napari-sam3-onnx gate reference decisions, v1"
@@ -37,15 +38,9 @@ def save(path: Path, key: dict, decisions: dict) -> None:
     layout = _encode(decisions, arrays)
     members = {**arrays, "format": np.array(FORMAT), "key": np.array(json.dumps(key)),
                "layout": np.array(json.dumps(layout))}
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fout:
-            np.savez(fout, **members)  # type: ignore[arg-type]  # a file object: no suffix added
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    buffer = io.BytesIO()
+    np.savez(buffer, **members)  # type: ignore[arg-type]
+    write_atomically(path, buffer.getvalue())
 
 
 def load(path: Path) -> tuple[dict, dict]:

@@ -248,6 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="keep the fp32 decisions in this file (.npz) for later runs")
     args = p.parse_args(argv)
     from .decision_cache import check_writable
+    from .manifest import write_atomically
 
     if problem := check_writable(args.reference_cache):
         p.error(problem)
@@ -258,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({"variant": str(variant), "passed": r["passed"], **r["summary"],
                           "checks": r["checks"]}), flush=True)
         if args.json is not None:
-            args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+            write_atomically(args.json, (json.dumps(results, indent=2) + "\n").encode())
     return 0 if all(r["passed"] for r in results.values()) else 1
 
 

@@ -1,9 +1,14 @@
-"""A bundle's ``manifest.json`` and file digests (torch-free: the writer and the variants)."""
+"""A bundle's ``manifest.json``, file digests and atomic writes (torch-free).
+
+Used by the writer and the precision variants.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from pathlib import Path
 
 MANIFEST = "manifest.json"
@@ -18,6 +23,23 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def write_atomically(path: Path | str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a new temporary file beside it, renamed into place.
+
+    An interrupted run leaves what was at ``path`` before (or nothing), never half a file; the
+    temporary name is created exclusively, so no file of the user's is touched.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fout:
+            fout.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def read_manifest(folder: Path | str) -> dict:
     """The parsed ``manifest.json`` of a bundle folder."""
     return json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
@@ -30,4 +52,4 @@ def write_manifest(folder: Path | str, manifest: dict, *, rehash: bool = True) -
         manifest["files"] = {n: {"sha256": sha256(folder / n),
                                  "bytes": (folder / n).stat().st_size}
                              for n in manifest["files"]}
-    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    write_atomically(folder / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
