@@ -70,8 +70,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cases", default=",".join(CASES),
                    help="comma-separated cases to run (default: all; encode always runs, the "
                         "others need its embedding). On a full-depth bundle each encode is "
-                        "~50 s here: 'encode,click-engine,propagation-memory' at --reps 1 "
-                        "stays under 10 minutes")
+                        "~50 s here: 'encode,click-engine' at --reps 1 took 3.5 minutes "
+                        "(docs/performance.md)")
     p.add_argument("--json", type=Path, help=f"write here instead of {RESULTS}/<host>-<date>")
     p.add_argument("--markdown", type=Path, help="also write the table as markdown here")
     args = p.parse_args(argv)
