@@ -154,3 +154,17 @@ def test_in_flight_bounds_the_submitted_tasks_and_says_what_failed():
         assert not isinstance(own.value, cluster.ClusterTaskError)
     finally:
         client.close()
+
+
+def test_tiles_with_a_client_are_refused_before_any_store_is_made(hf_bundle, tif, tmp_path):
+    # Tiled precompute runs in this process only: with a client the tile setting used to be
+    # dropped without a word and whole planes were stored where tiles were asked for.
+    client = cluster.make_client(workers=1, processes=False)
+    try:
+        bundle = api.open_bundle(hf_bundle)
+        with pytest.raises(ValueError, match="leave out client= or tile="):
+            api.precompute(bundle, tif, tmp_path / "t.zarr", window=(0, 3000), client=client,
+                           tile=32)
+    finally:
+        cluster.close_client(client)
+    assert not (tmp_path / "t.zarr").exists()

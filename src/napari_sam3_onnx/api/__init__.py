@@ -143,6 +143,9 @@ def precompute(
         Planes encoded now, planes skipped because their entry was complete and intact, and
         of the encoded ones those that replaced a half-written or corrupt entry.
     """
+    tiling = as_tiling(tile)
+    if client is not None and tiling is not None:  # checked before any store is opened
+        raise ValueError("tiled precompute runs in this process; leave out client= or tile=")
     jobs = make_jobs(images, names, axis, rgb, window, slices)
     _refuse_store_over_inputs(store, jobs)
     if client is not None:
@@ -150,9 +153,6 @@ def precompute(
 
         st = bundle.open_store(store, precision, replace_store=replace_store)
         return precompute_on_cluster(client, bundle, jobs, st, precision, progress)
-    tiling = as_tiling(tile)
-    if client is not None and tiling is not None:
-        raise ValueError("tiled precompute runs in this process; leave out client= or tile=")
     encoder = bundle.encoder(bundle.open_store(store, precision, replace_store=replace_store))
     refs = [ref for job in jobs for ref in job.refs()]
     if tiling is not None:
