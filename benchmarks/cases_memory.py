@@ -4,7 +4,7 @@ The test graphs keep SAM 3's spatial sizes but only a few channels, so the measu
 ``Embedding.nbytes`` is small. The same feature set with the real channel counts is computed
 from the feature names and levels: the tracker ("sam2") neck has 32, 64 and 256 channels at
 the 288, 144 and 72 levels; the detector ("sam3") neck has 256 on every level
-(../shared/model-contracts.md section 2.1). The cache holds float32 (adapters cast fp16
+(docs/layouts.md#geometry). The cache holds float32 (adapters cast fp16
 outputs); the fp16 column is what the same plane would take if it were kept in half precision.
 """
 

@@ -5,7 +5,7 @@ layout with real names and the small or the full SAM 3 geometry, toy arithmetic)
 synthetic nuclei stack saved as a TIFF, through the same code path as
 ``napari-sam3-onnx precompute``. The numbers measure this project's overhead (reading planes,
 contrast mapping, encoder call, zarr writes, task scheduling), not SAM 3's encoder, which takes
-16-21 s per slice on 2 CPU threads (../shared/DESIGN.md) and dwarfs all of it.
+16-21 s per slice on 2 CPU threads (docs/performance.md) and dwarfs all of it.
 
     python benchmarks/cli_throughput.py --slices 24 --geometry small full
 """
@@ -26,7 +26,7 @@ from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
 from napari_sam3_onnx.testing.geometry import FULL, SMALL
 from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
 
-#: The real onnx-community tracker's embeddings per slice (model-contracts section 8).
+#: The real onnx-community tracker's embeddings per slice (docs/layouts.md#hf-tracker).
 REAL_HF_TRACKER = {"image_embeddings.0": (1, 32, 288, 288), "image_embeddings.1": (1, 64, 144, 144),
                    "image_embeddings.2": (1, 256, 72, 72)}
 

@@ -1,4 +1,4 @@
-"""The memory bank's selection rules (model-contracts 10.4) and its memory bound."""
+"""The memory bank's selection rules (docs/layouts.md#tracked-slices) and its memory bound."""
 
 from dataclasses import replace
 from types import SimpleNamespace

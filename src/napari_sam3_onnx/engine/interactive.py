@@ -2,7 +2,7 @@
 
 Prompts arrive in slice coordinates ``(row, col)`` and leave as a boolean mask of the slice.
 Everything in between (model coordinates, box-as-two-points, candidate choice, hole filling,
-upsampling) follows SAM 3's image predictor (../shared/model-contracts.md section 2.6).
+upsampling) follows SAM 3's image predictor (docs/layouts.md#clicks-and-boxes-on-the-sam-head).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Turning SAM's low-resolution outputs into masks on the slice, as SAM 3's predictors do.
 
-References (../shared/model-contracts.md section 2.6): candidate choice by predicted IoU and
+References (docs/layouts.md#clicks-and-boxes-on-the-sam-head): candidate choice by predicted IoU and
 "dynamic multimask via stability" (delta 0.05, threshold 0.98); low-res logits clamped to +-32
 before they are fed back; holes up to 256 px (at the 288-px mask scale) filled in the low-res
 logits; bilinear upsampling (``align_corners=False``) to the slice, then ``logit > 0``.

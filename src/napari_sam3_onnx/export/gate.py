@@ -1,8 +1,8 @@
 """The decision gate: a precision variant against its fp32 bundle, through the plugin's engine.
 
 The same fixed scenes and prompts (:mod:`.scenes`) run through ``open_bundle`` and the engine on
-both bundles; the variant passes when it makes the **same decisions** (model-contracts section
-15), not when its tensors are close:
+both bundles; the variant passes when it makes the **same decisions**
+(docs/layouts.md#judging-a-precision-change), not when its tensors are close:
 
 * click / box prompts (:data:`CLICK_PROMPTS`, 10 of them): the same candidate and mask IoU
   >= ``click_mask_iou_min``;

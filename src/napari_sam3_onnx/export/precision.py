@@ -16,7 +16,8 @@ sensitive ones (``--int8-last-blocks``, ``--int8-exclude``) kept fp32.
 
 :func:`.gate.compare` then runs the same scenes and prompts through the plugin's engine on both
 bundles and compares **decisions** (candidates, masks, kept detections, tracked masks); a
-precision change is judged by these, not by tensor differences (model-contracts section 15).
+precision change is judged by these, not by tensor differences
+(docs/layouts.md#judging-a-precision-change).
 A variant that fails is removed unless ``--keep-failed``.
 
 Needs ``onnx`` and ``onnxruntime`` only (no torch).

@@ -1,6 +1,6 @@
 """Open a folder of ONNX graphs as a SAM 3 bundle: recognise its layout from the graphs' names.
 
-The decision list of ../shared/model-contracts.md section 1 is applied top to bottom to the
+The recognition order of docs/layouts.md#how-a-folder-is-recognised is applied top to bottom to the
 input/output names of every ``.onnx`` file in the folder (read from the file headers, no weights
 loaded); the first adapter whose ``match`` accepts the graphs wins. File names are never trusted
 alone: a graph is assigned to a role by what it takes and returns.

@@ -1,6 +1,6 @@
 """The registered public SAM 3 ONNX exports (data for :mod:`.registry`).
 
-Every fact comes from ../shared/model-contracts.md (sections 3-9, 14) or the sources named in a
+Every fact comes from docs/layouts.md (its layouts and sources) or the sources named in a
 bundle's ``notes``; nothing here is guessed.
 """
 
@@ -179,9 +179,10 @@ KNOWN_BUNDLES: tuple[BundleSpec, ...] = (
         licence_url=SAM_LICENSE_URL,
         capabilities=frozenset({"encode", "clicks", "boxes", "text", "exemplars"}),
         precision="fp32",
-        notes="No hub repository, file listing or hash for v0.6.0 was found (model-contracts "
-        "section 3.3 rests on a published review only). Place the four graphs, and any "
-        "external-data files they name, in the folder by hand. 16 exemplar slots.",
+        notes="No hub repository, file listing or hash for v0.6.0 was found (what "
+        "docs/layouts.md#wkentaro-v06 says rests on a published review only). Place the "
+        "four graphs, and any external-data files they name, in the folder by hand. 16 "
+        "exemplar slots.",
     ),
     BundleSpec(
         id="samexporter-0.5",
@@ -243,7 +244,7 @@ KNOWN_BUNDLES: tuple[BundleSpec, ...] = (
         capabilities=frozenset({"encode", "clicks", "boxes", "text"}),
         precision="int8",
         notes="Five graphs (vision_encoder, text_encoder, detector, tracker_vision_encoder, "
-        "prompt_decoder; about 1.5 GB in all per its card) [model-contracts section 5]. The "
+        "prompt_decoder; about 1.5 GB in all per its card) [docs/layouts.md#autognosi-int8]. The "
         "exact file names could not be read, so no file list is pinned: download the "
         "repository by hand (hf download Autognosi/sam3-onnx-vulkan) into the folder. No "
         f"exemplars, no video memory. {_UNPINNED}",

@@ -2,7 +2,7 @@
 
 A :class:`MemoryFrame` holds one slice's memory-encoder output in the layout's own shape and is
 handed back, unchanged, to the same adapter's ``memory_attend``; :class:`MemorySettings` is what
-a bundle publishes about its bank (../shared/model-contracts.md section 10.1).
+a bundle publishes about its bank (docs/layouts.md#bank-settings).
 """
 
 from __future__ import annotations

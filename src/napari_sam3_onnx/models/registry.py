@@ -3,7 +3,7 @@
 Each :class:`BundleSpec` names one export: where its files are published (a Hugging Face repo
 and a pinned revision), the file names to place in one flat folder, the SHA-256 and byte size
 where the publisher (or a package that pins it) states them, the licence, and what the bundle
-can do. Every fact comes from ../shared/model-contracts.md (sections 3-9, 14) or from the
+can do. Every fact comes from docs/layouts.md (its layouts and sources) or from the
 sources named in a bundle's ``notes``; nothing here is guessed. Where no hash is published,
 ``sha256`` is None and :mod:`~napari_sam3_onnx.models.download` records the hash of the first
 download beside the files and checks later copies against it (trust on first use).

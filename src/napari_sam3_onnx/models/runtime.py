@@ -89,7 +89,7 @@ class RuntimeConfig:
         Threads per operator; 0 lets onnxruntime decide (all physical cores).
     cpu_mem_arena : bool
         onnxruntime's CPU arena. Off by default: measured on the full SAM 3 encoder it raised the
-        peak from 5.65 GB to 8.2 GB at the same speed (../shared/DESIGN.md).
+        peak from 5.65 GB to 8.2 GB at the same speed (docs/performance.md).
     graph_optimization : {"all", "extended", "basic", "disable"}
         Lower it if a tracker graph misbehaves after ORT's fusions (reported on CPU).
     """

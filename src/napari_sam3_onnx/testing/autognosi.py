@@ -1,6 +1,6 @@
 """Test graphs with the ``Autognosi/sam3-onnx-vulkan`` (int8) layout.
 
-Names, dtypes and ranks follow the card as summarised in ../shared/model-contracts.md section 5:
+Names, dtypes and ranks follow the card as summarised in docs/layouts.md#autognosi-int8:
 
 * ``vision_encoder.onnx``: ``pixel_values [1,3,S,S]`` float32 (mean = std = 0.5) ->
   ``fpn_0..2`` (brightness in channel 0).

@@ -1,6 +1,6 @@
 """Test graphs in the shape of the SAM 3.1 ComicApp export (card only).
 
-What the card fixes (../shared/model-contracts.md sections 1 #5 and 6): file names, an fp16 image
+What the card fixes (docs/layouts.md#comicapp-sam31): file names, an fp16 image
 encoder ``[1,3,S,S]`` (mean = std = 0.5) with **four** feature levels of which the prompt graphs
 consume the first three, and the prompt graph's outputs ``pred_logits [1,Q,1]``,
 ``pred_boxes [1,Q,4]`` cxcywh normalised, ``pred_masks [1,Q,L,L]`` logits,

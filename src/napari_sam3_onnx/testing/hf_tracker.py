@@ -1,6 +1,6 @@
 """Test graphs with the onnx-community ``sam3-tracker-ONNX`` (HF-Transformers) layout.
 
-Names and dtypes follow ../shared/model-contracts.md section 8 (image pair): the vision encoder
+Names and dtypes follow docs/layouts.md#hf-tracker: the vision encoder
 takes ``pixel_values [1,3,S,S]`` float32 (mean = std = 0.5) and returns
 ``image_embeddings.0/.1/.2``; the prompt decoder takes ``input_points [1,1,N,2]`` float32,
 ``input_labels [1,1,N]`` int64, ``input_boxes [1,B,4]`` float32 xyxy (model-input pixels) and the

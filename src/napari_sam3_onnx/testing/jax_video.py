@@ -1,6 +1,6 @@
 """Test graphs with the ``jax-image-tools`` video layout (four graphs + ``constants.json``).
 
-Names follow ../shared/model-contracts.md sections 7 and 7.1 (the names seen in programs that run
+Names follow docs/layouts.md#jax-video (the names seen in programs that run
 the EdgeTAM sibling): ``vision_encoder`` (``pixel_values`` -> ``feats0``, ``feats1``, ``feats2``,
 ``pos0``, ``pos1``, ``pos2``; ``pos2`` at output index 5), ``mask_decoder`` (``feats0..2``,
 ``input_points [1,1,N,2]``, ``input_labels [1,1,N]`` int32 -> ``pred_masks [1,1,3,L,L]``,

@@ -1,6 +1,6 @@
 """Test graphs with the ``pagarcia/sam3-onnx-cpp`` tracker-bundle layout.
 
-Names, dtypes and ranks follow ../shared/model-contracts.md section 8 and the exporter's file
+Names, dtypes and ranks follow docs/layouts.md#pagarcia-tracker and the exporter's file
 naming (``<base><variant>.onnx``, default variant ``_single``): the onnx-community
 ``vision_encoder`` (``pixel_values`` -> ``image_embeddings.0/.1/.2``), ``image_decoder``
 (multimask, M = 3), ``image_decoder_singlemask`` (M = 1), their ``image_decoder_mask*`` twins with

@@ -1,6 +1,6 @@
 """Test graphs with the ``samexporter`` 0.5 SAM 3 layout (raw detector heads).
 
-Names follow ../shared/model-contracts.md section 4. The encoder and language encoder are the
+Names follow docs/layouts.md#samexporter-05. The encoder and language encoder are the
 wkentaro ones (:mod:`napari_sam3_onnx.testing.wkentaro`). ``sam3_decoder.onnx`` (+
 ``.onnx.data``) declares ``original_height``/``original_width`` (int64 scalars, unused),
 ``vision_pos_enc_0..2``, ``backbone_fpn_0..2``, ``language_mask``, ``language_features``,

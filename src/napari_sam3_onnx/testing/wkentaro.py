@@ -1,6 +1,6 @@
 """Test graphs with the ``wkentaro/sam3-onnx`` layouts v0.3.0 (osam) and v0.6.0 (card).
 
-Names, dtypes and ranks follow ../shared/model-contracts.md sections 3.2 and 3.3:
+Names, dtypes and ranks follow docs/layouts.md#wkentaro-v03:
 
 * ``sam3_image_encoder.onnx`` (+ ``.onnx.data``): ``image`` uint8 ``[3,S,S]`` ->
   ``vision_pos_enc_0..2`` (constant :func:`~napari_sam3_onnx.testing.concepts.position_pattern`

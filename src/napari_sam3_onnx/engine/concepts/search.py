@@ -5,7 +5,7 @@ slice), the detector on the slice's cached embedding, a score floor, masks upsam
 overlaps resolved by score (the higher-scoring instance keeps a contested pixel), optional
 minimum size and hole filling, fresh ids and a table row per instance.
 
-Reference behaviour (../shared/model-contracts.md section 2.4): score = sigmoid(logit) x
+Reference behaviour (docs/layouts.md#concept-detections): score = sigmoid(logit) x
 sigmoid(presence) (the adapter computes it), keep score > floor (upstream 0.5), masks are bilinear
 resizes of the low-res maps, thresholded by their kind.
 """

@@ -1,7 +1,7 @@
 """SAM 3's CLIP BPE tokenizer on the ``tokenizers`` library (no PyTorch, no ftfy).
 
 SAM 3 uses OpenAI CLIP's byte-level BPE (49,408 ids; start 49406, end 49407; context 32)
-(../shared/model-contracts.md section 2.3). The vocabulary is built from the merges file
+(docs/layouts.md#text-tokens). The vocabulary is built from the merges file
 ``bpe_simple_vocab_16e6.txt.gz`` as CLIP does: the 256 byte symbols, the same with ``</w>``, one
 token per merge, then the two specials. A Hugging Face ``tokenizer.json`` or a
 ``vocab.json`` + ``merges.txt`` pair of the same tokenizer work as well.

@@ -2,7 +2,7 @@
 
 One bank per object, keyed by slice index and shared by both propagation directions (so the
 backward pass sees the forward pass's memories next to the start slice, as upstream does). The
-selection rules are ../shared/model-contracts.md section 10.4 with the stride ``r`` of the
+selection rules are docs/layouts.md#tracked-slices with the stride ``r`` of the
 bundle (SAM 3: 1):
 
 * conditioning (prompted) slices are always kept; when more than ``max_cond_frames_in_attn``

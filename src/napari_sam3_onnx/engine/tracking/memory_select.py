@@ -1,6 +1,6 @@
 """Memory-bank settings, one slice's selection, and the rules that do not need the bank.
 
-See :mod:`napari_sam3_onnx.engine.tracking.memory_bank` and ../shared/model-contracts.md section 10.
+See :mod:`napari_sam3_onnx.engine.tracking.memory_bank` and docs/layouts.md#video-memory.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import numpy as np
 
 from napari_sam3_onnx.models.base import SamAdapter
 
-#: SAM 3's tracker values (``build_tracker``; model-contracts 10.1), used only for the settings a
-#: bundle does not publish. ``use_memory_selection`` is True in SAM 3's concept-video model but
-#: False in the interactive tracker; a bundle that says nothing gets the plain section-10.4 rules.
+#: SAM 3's tracker values (``build_tracker``; docs/layouts.md#bank-settings), used only for the
+#: settings a bundle does not publish. ``use_memory_selection`` is True in SAM 3's concept-video
+#: model but False in the interactive tracker; a bundle that says nothing gets the plain
+#: tracked-slice rules.
 SAM3_DEFAULTS: dict[str, Any] = {
     "num_maskmem": 7,
     "max_obj_ptrs": 16,
@@ -44,7 +45,8 @@ class BankSettings:
     stride : int
         ``memory_temporal_stride_for_eval`` r (SAM 3: 1).
     use_memory_selection, mf_threshold
-        SAM2Long-style selection of well-scored recent slices (model-contracts 10.4-8).
+        SAM2Long-style selection of well-scored recent slices (docs/layouts.md#tracked-slices,
+        step 6).
     max_memories, max_pointers : int or None
         Static limits of the bundle's memory-attention graph (None: any number).
     defaulted : tuple of str
@@ -140,7 +142,7 @@ def closest_conditioning(
     its insertion order; attention does not depend on the order, but a graph with fewer memory
     slots than selected slices keeps the first ones). Otherwise, as upstream, the closest
     before ``index``, the closest at/after it, then the nearest others (ties in stored order)
-    until ``limit`` (model-contracts 10.4-1).
+    until ``limit`` (docs/layouts.md#tracked-slices, step 1).
     """
     cond = list(cond)
     if limit == -1 or len(cond) <= limit:

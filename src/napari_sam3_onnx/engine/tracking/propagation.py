@@ -1,12 +1,12 @@
 """Carry objects slice to slice through z (or t) with SAM 3's video memory.
 
-Order (model-contracts 10.5): every seed slice is decoded and memory-encoded first (conditioning
-slices, no memory). The forward pass starts at the earliest seed slice and runs to the end of the
-range; the backward pass starts at each object's earliest seed slice (at its latest with
+Order (docs/layouts.md#propagation-order): every seed slice is decoded and memory-encoded first
+(conditioning slices, no memory). The forward pass starts at the earliest seed slice and runs to the
+end of the range; the backward pass starts at each object's earliest seed slice (at its latest with
 ``direction="backward"``) and runs to the start. Both passes write into one memory bank per object,
-keyed by slice, so the backward pass sees the forward pass's memories next to the start. A pass
-that meets another seed slice of an object reuses that slice's output (and revives the object if
-it had stopped). Each slice is encoded once and shared by all objects.
+keyed by slice, so the backward pass sees the forward pass's memories next to the start. A pass that
+meets another seed slice of an object reuses that slice's output (and revives the object if it had
+stopped). Each slice is encoded once and shared by all objects.
 
 A correction is a re-run with one more seed: the bank starts afresh from the seeds, so every
 tracked slice is recomputed against the new conditioning slices rather than patched

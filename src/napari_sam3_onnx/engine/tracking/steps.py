@@ -1,8 +1,9 @@
 """One object on one slice: the decode steps propagation is built from.
 
 * a prompted (conditioning) slice: the SAM head on the raw embedding (the adapter adds
-  ``no_mem_embed``), SAM's candidate rules and object-score gating (model-contracts 10.3);
-* a mask seed: the mask itself is the slice's output, as SAM 3's ``add_new_mask`` does (10.3-7);
+  ``no_mem_embed``), SAM's candidate rules and object-score gating
+  (docs/layouts.md#prompted-slices);
+* a mask seed: the mask itself is the slice's output, as SAM 3's ``add_new_mask`` does;
 * a tracked slice: memory attention, the SAM head with no points, the best-IoU candidate and
   occlusion gating (10.4-5/6);
 * carry-over (bundles without memory graphs): the previous slice's mask becomes a box, a positive

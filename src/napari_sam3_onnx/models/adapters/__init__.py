@@ -1,7 +1,8 @@
 """Adapters, one per public SAM 3 ONNX export layout.
 
-:data:`ADAPTERS` is the recognition order (../shared/model-contracts.md section 1, first match
-wins). Each adapter class has ``match(graphs) -> roles | None`` and ``__init__(roles, config)``.
+:data:`ADAPTERS` is the recognition order (docs/layouts.md#how-a-folder-is-recognised,
+first match wins). Each adapter class has ``match(graphs) -> roles | None`` and
+``__init__(roles, config)``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The prompt graphs' inputs were assigned roles by :func:`._introspect.classify_inputs`
 (``feature_0..2``, ``text_features``, ``text_mask``, optional ``box_coords``/``box_labels``/
 ``box_padding`` and ``height``/``width``); this role only feeds them. Scores are
-``sigmoid(logit) * sigmoid(presence)`` with no cut (../shared/model-contracts.md section 6).
+``sigmoid(logit) * sigmoid(presence)`` with no cut (docs/layouts.md#comicapp-sam31).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Helpers shared by the concept-detector adapters (wkentaro, samexporter, Autognosi, ComicApp).
 
-Facts used here (../shared/model-contracts.md): tokens are CLIP BPE ids with start 49406 and end
-49407 in a 32-long context; upstream-style ``tokens`` inputs are padded with 0 and the graph
-derives its own mask (True = pad), HF-style ``input_ids`` are padded with 49407 and come with an
-``attention_mask`` int64 (1 = token) (section 2.3). Exemplar boxes are ``cx, cy, w, h`` normalised
-to [0, 1], one per slot, labels 1 positive / 0 negative, and an unused slot is disabled by its
-mask (True = padding), never by a "full" box (sections 2.5, 12 #3-4).
+Facts used here (docs/layouts.md#text-tokens, #exemplar-boxes): tokens are CLIP BPE ids with start
+49406 and end 49407 in a 32-long context; upstream-style ``tokens`` inputs are padded with 0 and the
+graph derives its own mask (True = pad), HF-style ``input_ids`` are padded with 49407 and come with
+an ``attention_mask`` int64 (1 = token). Exemplar boxes are ``cx, cy, w, h`` normalised to [0, 1],
+one per slot, labels 1 positive / 0 negative, and an unused slot is disabled by its mask (True =
+padding), never by a "full" box.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Find the roles of a concept graph's inputs from their rank, dtype and shape.
 
-For exports whose input names are not published (SAM 3.1 ComicApp, ../shared/model-contracts.md
-section 6) the adapter reads what each input must be from its declaration:
+For exports whose input names are not published (SAM 3.1 ComicApp,
+docs/layouts.md#comicapp-sam31) the adapter reads what each input must be from its declaration:
 
 * rank-4 float: an image feature level, placed by ``(channels, rows, cols)`` among the encoder's
   levels (in declaration order when the sizes are dynamic);

@@ -1,6 +1,6 @@
 """The memory-graphs role of the jax-image-tools video bundle (memory encoder + attention).
 
-Contract (../shared/model-contracts.md sections 7, 7.1, 10): ``memory_encoder`` takes the raw
+Contract (docs/layouts.md#jax-video, #video-memory): ``memory_encoder`` takes the raw
 top-level feature ``vision_features``, ``pred_masks_high_res [1,1,S,S]`` and ``is_mask_from_pts``
 (+ ``object_score_logits`` where declared) and returns ``memory_tokens``/``memory_pos_enc``
 ``[T,1,C_m]``; ``memory_attention`` takes token sequences: the current feature and its position
@@ -87,7 +87,8 @@ class JaxMemory:
             "is_mask_from_pts": tu.feed_like(sig.input("is_mask_from_pts"),
                                              bool(is_mask_from_points)),
         }
-        if "object_score_logits" in sig.input_names:  # inferred SAM 3 extra (model-contracts 7.1)
+        # an inferred SAM 3 extra (docs/layouts.md#jax-video)
+        if "object_score_logits" in sig.input_names:
             feeds["object_score_logits"] = tu.feed_like(sig.input("object_score_logits"),
                                                         object_score)
         out = self.encoder.run(MEMENC_OUTPUTS, feeds)

@@ -1,7 +1,7 @@
 """What the two video-memory adapters (pagarcia tracker, jax-image-tools video) share.
 
 The memory bank itself (which slices are remembered, their temporal rows, pointer offsets:
-../shared/model-contracts.md section 10) is the engine's job; these adapters only run the graphs.
+docs/layouts.md#video-memory) is the engine's job; these adapters only run the graphs.
 Everything here is layout-neutral: a :class:`MemoryFrame` holds the memory encoder's output in the
 layout's own shape and is handed back, unchanged, to the same adapter's ``memory_attend``.
 """

@@ -1,6 +1,6 @@
 """The memory-graphs role of the pagarcia tracker bundle (memory encoder + memory attention).
 
-Contract (../shared/model-contracts.md sections 8, 10): ``memory_encoder_*`` takes
+Contract (docs/layouts.md#pagarcia-tracker): ``memory_encoder_*`` takes
 ``pred_mask_high_res [1,1,S,S]`` logits, the raw top-level feature, ``object_score_logits`` and
 ``is_mask_from_points`` and returns ``maskmem_features``/``maskmem_pos_enc`` ``[1,C_m,g,g]``;
 ``memory_attention_*`` takes the raw feature, its position embedding ``[g*g,1,C]`` (from the

@@ -1,7 +1,7 @@
 """A SAM-2-style point decoder whose input/output names are matched tolerantly.
 
 wkentaro v0.6.0 ships ``sam3_point_decoder.onnx`` but its names are not published
-(../shared/model-contracts.md section 3.3, 13). By analogy with osam's SAM 2 decoder they are
+(docs/layouts.md#wkentaro-v06). By analogy with osam's SAM 2 decoder they are
 probably ``image_embeddings``, ``high_res_features1``, ``high_res_features2``, ``point_coords
 [1,N,2]`` (model-input pixels), ``point_labels [1,N]``, ``mask_input [1,1,L,L]``,
 ``has_mask_input [1]`` (+ maybe ``orig_im_size``) -> ``masks``, ``iou_predictions``,

@@ -3,7 +3,7 @@
 In upstream SAM 3 a pointer ``p`` frames away from the current one gets the position embedding
 ``obj_ptr_tpos_proj(sine_pe(p / (max_ptrs - 1), C))`` (a Linear ``C -> C_m``, C = 256, C_m = 64),
 repeated for the ``C / C_m`` memory tokens the pointer is split into
-(../shared/model-contracts.md section 10.4). Exports that take pointer offsets as a graph input
+(docs/layouts.md#tracked-slices). Exports that take pointer offsets as a graph input
 (nso, pagarcia) compute it inside memory attention; exports that take
 ``pointer_memory_position_embeddings`` (jax-image-tools) leave it to the caller. The caller then
 needs the projection, which a bundle may ship:

@@ -3,7 +3,7 @@
 The language encoder takes ``tokens [1, context]`` int64 (0-padded, upstream) and the concept
 decoder takes image features, the decoder-side names of the text features (``language_mask``,
 ``language_features``, ``language_embeds``), the image-independent position encodings, exemplar
-slots and, in some exports, ``original_height/width`` (../shared/model-contracts.md 3.2-3.3).
+slots and, in some exports, ``original_height/width`` (docs/layouts.md#wkentaro-v03).
 How the decoder's outputs become :class:`Detections` differs per layout and is given as a
 function.
 """

@@ -1,6 +1,6 @@
 """Parts wkentaro (v0.3/v0.6) and samexporter bundles share: encoders and decoder feeds.
 
-Contract (../shared/model-contracts.md sections 3.2-3.3 and 4): the image encoder takes ``image``
+Contract (docs/layouts.md#wkentaro-v03, #samexporter-05): the image encoder takes ``image``
 uint8 ``[3,S,S]`` (normalisation inside) and returns ``backbone_fpn_0..2`` and
 ``vision_pos_enc_0..2``; the language encoder takes ``tokens [1,32]`` int64 (0-padded) and
 returns ``text_attention_mask`` (True = pad), ``text_memory``, ``text_embeds``; the concept
@@ -9,8 +9,8 @@ decoder takes some of those (``language_mask`` = ``text_attention_mask``, ``lang
 ``box_labels [K,1]``, ``box_masks [1,K]`` and, in some exports, ``original_height/width``.
 
 Only the encoder outputs the decoders declare are requested. The vision position encodings are
-image-independent sine maps (section 12 #11), so the ones a decoder takes are fetched with the
-first encode and kept once per adapter, not per embedding.
+image-independent sine maps (docs/layouts.md#wkentaro-v03), so the ones a decoder takes are
+fetched with the first encode and kept once per adapter, not per embedding.
 """
 
 from __future__ import annotations

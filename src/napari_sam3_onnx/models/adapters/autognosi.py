@@ -1,6 +1,6 @@
 """Adapter for ``Autognosi/sam3-onnx-vulkan`` (int8, five graphs; facts from its card).
 
-Contract (../shared/model-contracts.md sections 1 #3 and 5): ``vision_encoder`` (``pixel_values``
+Contract (docs/layouts.md#autognosi-int8): ``vision_encoder`` (``pixel_values``
 ``[1,3,S,S]``, mean = std = 0.5) -> ``fpn_0..2``; ``text_encoder`` (HF style: ``input_ids``
 padded with 49407, ``attention_mask`` int64 1 = token) -> ``text_features``; ``detector`` ->
 ``pred_masks_bits`` uint8 ``[1,Q,L,L/8]`` (binary masks bit-packed along the width),
@@ -13,8 +13,8 @@ The bit order of ``pred_masks_bits`` is not published. It is decided once per ad
 first detection that can tell: the order whose unpacked masks' bounding boxes agree best with
 ``pred_boxes`` wins (:func:`bit_order_errors`); until then numpy's default ("big") is used. Set
 :attr:`AutognosiAdapter.force_bit_order` (or the detector role's ``bit_order``) to force one.
-The detector has no exemplar inputs. Encoding runs both image encoders (two ViT passes, section
-12 #17); :meth:`AutognosiAdapter.encode_for` runs only the one a workflow needs, and
+The detector has no exemplar inputs. Encoding runs both image encoders (two ViT passes);
+:meth:`AutognosiAdapter.encode_for` runs only the one a workflow needs, and
 :meth:`AutognosiAdapter.complete` adds the other when another workflow asks for the same image.
 """
 

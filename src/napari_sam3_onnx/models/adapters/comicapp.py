@@ -1,6 +1,6 @@
 """Adapter for the SAM 3.1 ComicApp export (``comicbox/sam3.1-comicapp-onnx``; card only).
 
-Known (../shared/model-contracts.md sections 1 #5 and 6): an image encoder ``[1,3,S,S]``
+Known (docs/layouts.md#comicapp-sam31): an image encoder ``[1,3,S,S]``
 (mean = std = 0.5, possibly float16) with four feature levels of which the prompt graphs take the
 first three; a concept prompt graph returning ``pred_logits [1,Q,1]``, ``pred_boxes [1,Q,4]``
 cxcywh normalised, ``pred_masks [1,Q,L,L]`` logits and ``presence_logit [1,1]``; a box prompt
@@ -13,7 +13,7 @@ language encoder as a graph taking ``tokens`` (0-padded) or ``input_ids`` (49407
 each prompt input by :func:`._introspect.classify_inputs`. A layout that does not fit raises
 :class:`LayoutMismatchError` with what was found. Scores are
 ``sigmoid(logit) * sigmoid(presence)`` (whether this export folds presence into the logits is
-unknown; section 6 gives a check), with no cut.
+unknown), with no cut.
 """
 
 from __future__ import annotations

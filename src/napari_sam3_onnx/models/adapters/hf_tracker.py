@@ -1,6 +1,6 @@
 """Adapter for the onnx-community ``sam3-tracker-ONNX`` pair (HF-Transformers naming).
 
-Contract (../shared/model-contracts.md sections 1 #4 and 8): vision encoder
+Contract (docs/layouts.md#hf-tracker): vision encoder
 ``pixel_values [1,3,S,S]`` float (mean = std = 0.5) -> ``image_embeddings.0/.1/.2``; decoder
 ``prompt_encoder_mask_decoder`` takes ``input_points [1,1,N,2]`` (model-input pixels),
 ``input_labels [1,1,N]`` int64, ``input_boxes [1,B,4]`` xyxy model-input pixels and returns

@@ -1,6 +1,6 @@
 """Adapter for the ``jax-image-tools`` video export (``sam3-video-onnx`` and its siblings).
 
-Contract (../shared/model-contracts.md sections 1 #1, 7, 7.1, 10). No exporter code is public:
+Contract (docs/layouts.md#jax-video). No exporter code is public:
 the names below are those seen in three programs that run the EdgeTAM sibling, so graphs are
 matched loosely and then checked name by name, with a :class:`LayoutMismatchError` that lists what
 differs.

@@ -1,6 +1,6 @@
 """Adapter for the ``pagarcia/sam3-onnx-cpp`` tracker bundle (SAM 3 with video memory graphs).
 
-Contract (../shared/model-contracts.md sections 1 #2, 8, 10, 12.12). Graphs are assigned to roles
+Contract (docs/layouts.md#pagarcia-tracker). Graphs are assigned to roles
 by their input/output names only:
 
 * encoder (the onnx-community vision encoder): ``pixel_values [1,3,S,S]`` float (mean = std = 0.5)
@@ -23,11 +23,11 @@ by their input/output names only:
   ``current_vision_pos_embed`` and the bank settings (found by the exporter's file naming: an
   ``.npz`` has no signature to recognise).
 
-``no_mem_embed`` is added here, once, when a prompted slice is decoded (pitfall 12.12); the
-embedding keeps the raw feature, which is also what the memory graphs get. Without the memory
-graphs the bundle still answers clicks and boxes; :attr:`Capability.MEMORY` is then absent.
-Shipped memory-attention variants have static memory sizes: unused rows are zero-filled, as the
-exporter's own runtime does (pitfall 12.14).
+``no_mem_embed`` is added here, once, when a prompted slice is decoded (docs/layouts.md#pitfalls);
+the embedding keeps the raw feature, which is also what the memory graphs get. Without the memory
+graphs the bundle still answers clicks and boxes; :attr:`Capability.MEMORY` is then absent. Shipped
+memory-attention variants have static memory sizes: unused rows are zero-filled, as the exporter's
+own runtime does (docs/layouts.md#pagarcia-tracker).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Adapter for ``samexporter`` >= 0.5 SAM 3 bundles (raw detector heads).
 
-Contract (../shared/model-contracts.md sections 1 #6 and 4): encoder and language encoder as
+Contract (docs/layouts.md#samexporter-05): encoder and language encoder as
 wkentaro v0.3 (:mod:`._wk_family`); the decoder may declare ``original_height/width``,
 ``vision_pos_enc_0..2``, ``backbone_fpn_0..2``, ``language_mask``, ``language_features``,
 ``language_embeds``, ``box_coords [K,1,4]``, ``box_labels [K,1]``, ``box_masks [1,K]`` (onnxsim

@@ -1,6 +1,6 @@
 """Adapters for ``wkentaro/sam3-onnx`` v0.3.0 (what osam ships) and v0.6.0 (card only).
 
-Contract (../shared/model-contracts.md sections 1 #7, #9 and 3.2-3.3): encoder, language encoder
+Contract (docs/layouts.md#wkentaro-v03, #wkentaro-v06): encoder, language encoder
 and concept decoder as in :mod:`._wk_family`. The v0.3 decoder has one exemplar slot, v0.6 has 16
 (read from ``box_coords`` dim 0, never assumed). Its outputs are final: ``boxes [N,4]`` xyxy
 normalised, ``scores [N]`` already cut at SAM 3's 0.5 inside the graph (so
