@@ -131,8 +131,21 @@ def propagation(bundle: Bundle, stack: Stack, n: int, reps: int) -> Row | None:
     timing = interleaved(lambda: _propagate(bundle, stack, n), raw, reps)
     note = (f"N={n}, {res.method}, encoder {res.encoder_calls}x, "
             f"{int((labels > 0).any(axis=(1, 2)).sum())} planes labelled")
+    bank = _bank_figures(res)
+    if bank:
+        note += (f"; bank peak {bank['peak_memories']} memories / {bank['peak_pointers']} "
+                 f"pointers (bound {bank['bound']}), {bank['peak_bytes'] / 1e6:.3f} MB")
     return _row("propagation", bundle, timing, note, session_calls=rec.counts(),
-                method=res.method, encoder_calls=res.encoder_calls).judge()
+                method=res.method, encoder_calls=res.encoder_calls, bank=bank).judge()
+
+
+def _bank_figures(res) -> dict:
+    """The seeded object's memory bank: its peak counts and bytes (empty for carry-over)."""
+    bank = next(iter(getattr(res, "banks", {}).values()), None)
+    if bank is None:
+        return {}
+    return {"peak_memories": bank.peak_memories, "peak_pointers": bank.peak_pointers,
+            "peak_bytes": bank.peak_nbytes, "held_bytes": bank.nbytes, "bound": bank.bound(2)}
 
 
 def _status_kb(field: str) -> int | None:
