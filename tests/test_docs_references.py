@@ -61,7 +61,7 @@ def test_every_layouts_reference_names_a_section_of_the_page():
     broken, seen = [], 0
     for f in _repo_files():
         for match in REFERENCE.finditer(f.read_text(encoding="utf-8", errors="replace")):
-            names = [match.group(1).rstrip(".")] + re.findall(r"#([\w.-]+)", match.group(2))
+            names = [match.group(1).rstrip("."), *re.findall(r"#([\w.-]+)", match.group(2))]
             for name in names:
                 seen += 1
                 if name.rstrip(".") not in anchors:

@@ -109,14 +109,16 @@ def test_a_read_only_bundle_caches_its_digest_in_the_data_folder(twins, hashes, 
     os.chmod(a, 0o555)
     try:
         if os.access(a, os.W_OK):  # root writes anyway: refuse writes into the folder by hand
-            real = bd.tempfile.mkstemp
+            from napari_sam3_onnx.models import atomic
 
-            def refuse(*args, dir=None, **kw):
-                if dir is not None and os.path.samefile(dir, a):
-                    raise PermissionError(13, "Permission denied", str(dir))
-                return real(*args, dir=dir, **kw)
+            real = atomic.new_sibling
 
-            monkeypatch.setattr(bd.tempfile, "mkstemp", refuse)
+            def refuse(path, *args, **kw):
+                if os.path.samefile(path.parent, a):
+                    raise PermissionError(13, "Permission denied", str(path.parent))
+                return real(path, *args, **kw)
+
+            monkeypatch.setattr(atomic, "new_sibling", refuse)
         first = bd.bundle_digest(a)
         hashes.clear()
         assert bd.bundle_digest(a) == first and hashes == []

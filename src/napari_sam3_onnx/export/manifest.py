@@ -5,39 +5,18 @@ Used by the writer and the precision variants.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from ..models.atomic import write_atomically
+from ..models.hashing import sha256_file
+
 MANIFEST = "manifest.json"
+__all__ = ["MANIFEST", "read_manifest", "sha256", "write_atomically", "write_manifest"]
 
 
-def sha256(path: Path) -> str:
-    """Hex SHA-256 of a file."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def write_atomically(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a new temporary file beside it, renamed into place.
-
-    An interrupted run leaves what was at ``path`` before (or nothing), never half a file; the
-    temporary name is created exclusively, so no file of the user's is touched.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fout:
-            fout.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+#: Hex SHA-256 of a file (the package's one copy).
+sha256 = sha256_file
 
 
 def read_manifest(folder: Path | str) -> dict:

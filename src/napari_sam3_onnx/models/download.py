@@ -17,7 +17,6 @@ content checks existed) is replaced by the next good download.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .atomic import write_atomically
 from .content_check import content_problem
 from .errors import (
     ChecksumMismatchError,
@@ -34,6 +34,7 @@ from .errors import (
     RecordedChecksumMismatchError,
     SizeMismatchError,
 )
+from .hashing import sha256_file
 from .hub_fetch import (
     Progress,
     check_endpoint,
@@ -56,7 +57,6 @@ RECORD_NAME = ".sha256-first-download.json"
 STAGING = ".hf-download"
 #: Records written after a content check carry ``"checked": CHECKED``.
 CHECKED = 1
-CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -81,15 +81,6 @@ class Problem:
         return f"{self.file}: {self.detail}"
 
 
-def sha256_file(path: Path | str, chunk: int = CHUNK) -> str:
-    """Lower-case hex SHA-256 of a file, read ``chunk`` bytes at a time."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _load_records(folder: Path) -> dict[str, dict]:
     try:
         data = json.loads((folder / RECORD_NAME).read_text(encoding="utf-8"))
@@ -99,9 +90,8 @@ def _load_records(folder: Path) -> dict[str, dict]:
 
 
 def _save_records(folder: Path, records: dict[str, dict]) -> None:
-    tmp = folder / (RECORD_NAME + ".tmp")
-    tmp.write_text(json.dumps(records, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, folder / RECORD_NAME)
+    text = json.dumps(records, indent=1, sort_keys=True)
+    write_atomically(folder / RECORD_NAME, text.encode("utf-8"))
 
 
 def _expected(f: FileSpec, records: dict[str, dict]) -> tuple[str | None, bool]:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
+from napari_sam3_onnx.models.atomic import write_atomically
+from napari_sam3_onnx.models.hashing import sha256_file
 from napari_sam3_onnx.models.registry import home_dir
 
 #: Files that decide what the graphs compute (graphs, external weights, constants).
@@ -33,15 +33,6 @@ _CACHE_VERSION = 1
 def weight_files(folder: Path) -> list[Path]:
     """The bundle's graph and weight files, sorted by name."""
     return sorted(p for p in folder.iterdir() if p.is_file() and WEIGHT_FILE.match(p.name))
-
-
-def sha256_file(path: Path, block: int = 8 << 20) -> str:
-    """Lower-case hex SHA-256 of a file, read in 8 MB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(block):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _manifest_hashes(folder: Path) -> tuple[dict[str, tuple[int, str]], int]:
@@ -81,14 +72,7 @@ def _write_cache(paths: list[Path], files: dict[str, dict]) -> None:
     for path in paths:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".digests-", suffix=".tmp", dir=path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(text)
-                os.replace(tmp, path)
-            finally:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+            write_atomically(path, text.encode("utf-8"))
             return
         except OSError:
             continue
