@@ -168,3 +168,32 @@ def test_tiles_with_a_client_are_refused_before_any_store_is_made(hf_bundle, tif
     finally:
         cluster.close_client(client)
     assert not (tmp_path / "t.zarr").exists()
+
+
+def test_a_worker_opens_a_bundle_once_for_precompute_and_segment_all(hf_bundle, tif, tmp_path,
+                                                                    monkeypatch):
+    # Both kinds of task share one per-process cache: a worker that encodes slices and then
+    # segments files opens the bundle's sessions once, not once per kind of task.
+    from napari_sam3_onnx.api import automatic_files
+    from napari_sam3_onnx.models import bundle as model_bundle
+
+    opened = []
+
+    def counting_open(folder, config=None):
+        opened.append(str(folder))
+        return model_bundle.open_bundle(folder, config)
+
+    monkeypatch.setattr(cluster, "_CACHE", {})
+    monkeypatch.setattr(cluster, "_open_adapter", counting_open)
+    monkeypatch.setattr(automatic_files, "_open_adapter", counting_open, raising=False)
+    client = cluster.make_client(workers=1, processes=False)  # the workers share this process
+    try:
+        bundle = api.open_bundle(hf_bundle)
+        api.precompute(bundle, tif, tmp_path / "p.zarr", window=(0, 3000), client=client)
+        done = list(automatic_files.iter_segment_files(
+            bundle, [tif], ["walk"], automatic_files.FileOptions(window=(0, 3000)),
+            client=client))
+    finally:
+        cluster.close_client(client)
+    assert len(done) == 1 and done[0].labels.shape == (N, 60, 90) and done[0].labels.max() > 0
+    assert opened == [str(hf_bundle.resolve())]

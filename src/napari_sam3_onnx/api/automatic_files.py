@@ -19,13 +19,10 @@ import numpy as np
 from ..engine.automatic import AutoMaskSettings
 from ..engine.automatic.linking import LINK_IOU
 from ..engine.store.embedding_store import EmbeddingStore
-from ..engine.store.keys import BundleTag
 from ..engine.tiling.tiles import TileSettings
-from ..models.bundle import open_bundle as _open_adapter
-from ..models.runtime import RuntimeConfig
 from .automatic import segment_all
 from .bundles import Bundle
-from .cluster import RETRIES, _cached, in_flight, worker_config
+from .cluster import RETRIES, TaskContext, in_flight, worker_bundle, worker_config, worker_store
 
 
 @dataclass(frozen=True)
@@ -60,15 +57,6 @@ class FileResult:
     rows: list
 
 
-@dataclass(frozen=True)
-class _Context:
-    folder: str
-    config: RuntimeConfig
-    store: str | None
-    tag: BundleTag | None
-    precision: str | None
-
-
 def _segment(bundle: Bundle, store: EmbeddingStore | None, path, image: str,
              opts: FileOptions) -> tuple[np.ndarray, list]:
     res = segment_all(bundle, path, settings=opts.settings, axis=opts.axis, rgb=opts.rgb,
@@ -77,17 +65,10 @@ def _segment(bundle: Bundle, store: EmbeddingStore | None, path, image: str,
     return np.asarray(res.labels), res.rows
 
 
-def segment_file_task(ctx: _Context, path: str, image: str,
+def segment_file_task(ctx: TaskContext, path: str, image: str,
                       opts: FileOptions) -> tuple[np.ndarray, list]:
     """Task body on a worker: segment one file with the process's bundle (and store)."""
-    bundle = _cached(("auto-bundle", ctx.folder, ctx.config), lambda: Bundle(
-        _open_adapter(ctx.folder, ctx.config), Path(ctx.folder), ctx.config))
-    store = None
-    where, tag = ctx.store, ctx.tag
-    if where is not None and tag is not None:
-        store = _cached(("store", where, tag, ctx.precision),
-                        lambda: EmbeddingStore(where, tag, ctx.precision))
-    return _segment(bundle, store, path, image, opts)
+    return _segment(worker_bundle(ctx), worker_store(ctx), path, image, opts)
 
 
 def iter_segment_files(
@@ -139,7 +120,7 @@ def iter_segment_files(
 
 
 def _on_cluster(client, bundle, st, paths, names, opts, threads, max_in_flight):
-    ctx = _Context(str(Path(bundle.folder).resolve()), worker_config(bundle, threads),
+    ctx = TaskContext(str(Path(bundle.folder).resolve()), worker_config(bundle, threads),
                    None if st is None else str(Path(st.path).resolve()),
                    None if st is None else st.bundle, None if st is None else st.precision)
     position = {}

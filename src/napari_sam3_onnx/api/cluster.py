@@ -40,13 +40,16 @@ _LOCK = threading.Lock()
 
 @dataclass(frozen=True)
 class TaskContext:
-    """What every task of one run shares (small and picklable)."""
+    """What every task of one run shares (small and picklable): precompute and segment-all.
+
+    ``store``, ``tag`` and ``precision`` are None for a run without an embedding store.
+    """
 
     folder: str
-    tag: BundleTag
     config: RuntimeConfig
-    store: str
-    precision: str
+    store: str | None = None
+    tag: BundleTag | None = None
+    precision: str | None = None
 
 
 def _cached(key: tuple, make: Callable[[], object]):
@@ -56,12 +59,29 @@ def _cached(key: tuple, make: Callable[[], object]):
         return _CACHE[key]
 
 
+def worker_bundle(ctx: TaskContext) -> Bundle:
+    """The process's bundle for ``ctx``, opened once per worker process.
+
+    Precompute and segment-all tasks share it: whichever asks first opens the sessions.
+    """
+    return _cached(("bundle", ctx.folder, ctx.config), lambda: Bundle(
+        _open_adapter(ctx.folder, ctx.config), Path(ctx.folder), ctx.config))
+
+
+def worker_store(ctx: TaskContext) -> EmbeddingStore | None:
+    """The process's embedding store for ``ctx`` (None without one), opened once per worker."""
+    where, tag = ctx.store, ctx.tag
+    if where is None or tag is None:
+        return None
+    return _cached(("store", where, tag, ctx.precision),
+                   lambda: EmbeddingStore(where, tag, ctx.precision))
+
+
 def worker_encoder(ctx: TaskContext) -> StoreBackedEncoder:
     """The process's encoder for ``ctx``: sessions and store are opened once per worker."""
-    adapter = _cached(("bundle", ctx.folder, ctx.config),
-                      lambda: _open_adapter(ctx.folder, ctx.config))
-    store = _cached(("store", ctx.store, ctx.tag, ctx.precision),
-                    lambda: EmbeddingStore(ctx.store, ctx.tag, ctx.precision))
+    adapter, store = worker_bundle(ctx).adapter, worker_store(ctx)
+    if store is None:
+        raise ValueError("a precompute task needs an embedding store")
     return _cached(("encoder", ctx), lambda: StoreBackedEncoder(adapter, store))
 
 
@@ -156,8 +176,8 @@ def precompute_on_cluster(
     """
     st = bundle.open_store(store, precision)
     st.prepare([job.image for job in jobs])
-    ctx = TaskContext(str(Path(bundle.folder).resolve()), st.bundle, worker_config(bundle, threads),
-                      str(Path(st.path).resolve()), st.precision)
+    ctx = TaskContext(str(Path(bundle.folder).resolve()), worker_config(bundle, threads),
+                      str(Path(st.path).resolve()), st.bundle, st.precision)
     tasks = []
     for job in jobs:
         view = job.view()
