@@ -33,6 +33,7 @@ from pathlib import Path
 
 from .gate import compare
 from .manifest import write_manifest
+from .variants import to_int8
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,6 @@ def search_int8(fp32: Path | str, out: Path | str, reference: dict, *,
         "summary", "bytes"}, ...]}``; the same record is in the output's manifest
         (``int8_search``) when a bundle is written.
     """
-    from .precision import to_int8
-
     fp32, out = Path(fp32), Path(out)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} exists and is not empty: name a new folder")

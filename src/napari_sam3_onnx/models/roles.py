@@ -15,13 +15,12 @@ Coordinates are model-input pixels ``(x, y)`` as in :mod:`napari_sam3_onnx.model
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .base import Detections, Embedding, MaskCandidates, TextEmbedding
-    from .memory import MemoryFrame, MemorySettings
+from .memory import MemoryFrame, MemorySettings
+from .values import Detections, Embedding, MaskCandidates, TextEmbedding
 
 
 @runtime_checkable
