@@ -42,7 +42,7 @@ from napari_sam3_onnx._napari.automatic.mode import (
 )
 from napari_sam3_onnx._napari.automatic.output import AutoOutput
 from napari_sam3_onnx._napari.automatic.tiling_note import bracketed, tiling_note
-from napari_sam3_onnx._napari.panels import DockHost, follow_dock
+from napari_sam3_onnx._napari.host import DockHost, follow_dock
 from napari_sam3_onnx._napari.qt_widgets import double_spin_box, spin_box, wrapped_label
 from napari_sam3_onnx._napari.text.controls import ScopeControl
 from napari_sam3_onnx._napari.text.output import target_choices

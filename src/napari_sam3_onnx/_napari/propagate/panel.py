@@ -30,7 +30,7 @@ from qtpy.QtWidgets import (
 
 from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.compact import compact, compact_combo
-from napari_sam3_onnx._napari.panels import DockHost
+from napari_sam3_onnx._napari.host import DockHost
 from napari_sam3_onnx._napari.propagate.run import LastRun, PropagationRunner, RunSpec
 from napari_sam3_onnx._napari.propagate.seeds import (
     finished_message,
