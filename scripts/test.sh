@@ -11,7 +11,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[testing]"
+# The export stage (scripts/test_export.sh) may install this checkout at the same time.
+mkdir -p build
+if command -v flock >/dev/null 2>&1; then
+  flock build/.editable-install.lock .venv/bin/python -m pip install -q -e ".[testing]"
+else
+  .venv/bin/python -m pip install -q -e ".[testing]"
+fi
 
 # napari's canvas needs OpenGL, which Qt's offscreen platform lacks: use a virtual X server.
 need_xvfb=0
@@ -38,9 +44,26 @@ echo "== types (mypy, configured in pyproject.toml)"
 .venv/bin/mypy
 echo "== npe2 manifest"
 .venv/bin/npe2 validate napari-sam3-onnx
-echo "== tests"
-if [ "$need_xvfb" = 1 ]; then
-  exec xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python -m pytest "$@"
-else
-  exec .venv/bin/python -m pytest "$@"
-fi
+# Two runs, every test once: the tests without a viewer spread over NSO_TEST_WORKERS processes
+# (pytest-xdist, default 2; 0 runs them in this process), then the GUI tests in one process
+# (NSO_GUI_WORKERS, default 0: they time real Qt events). Exit status 5 ("nothing collected",
+# e.g. a test file named on the command line that holds no test of that kind) is not a failure.
+run_pytest() {
+  local code=0
+  if [ "$need_xvfb" = 1 ]; then
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python -m pytest "$@" || code=$?
+  else
+    .venv/bin/python -m pytest "$@" || code=$?
+  fi
+  [ "$code" = 5 ] && code=0
+  return "$code"
+}
+workers() { [ "${1:-0}" -gt 0 ] && echo "-n $1" || true; }
+status=0
+echo "== tests without a viewer"
+# shellcheck disable=SC2046
+run_pytest -m "not gui" $(workers "${NSO_TEST_WORKERS:-2}") "$@" || status=$?
+echo "== GUI tests"
+# shellcheck disable=SC2046
+run_pytest -m gui $(workers "${NSO_GUI_WORKERS:-0}") "$@" || status=$?
+exit "$status"

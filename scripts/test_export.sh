@@ -27,7 +27,12 @@ fi
 # torch first (its pinned wheel), then the export extra and what the plugin's engine imports
 # (no napari/Qt: the parity tests use the headless engine only).
 "$VENV/bin/python" -m pip install -q "torch==2.14.1" "torchvision==0.29.1"
-"$VENV/bin/python" -m pip install -q -e "$REPO[export]" --no-deps
+mkdir -p "$REPO/build"  # .ci/run installs the plugin's own environment at the same time
+if command -v flock >/dev/null 2>&1; then
+  flock "$REPO/build/.editable-install.lock" "$VENV/bin/python" -m pip install -q -e "$REPO[export]" --no-deps
+else
+  "$VENV/bin/python" -m pip install -q -e "$REPO[export]" --no-deps
+fi
 "$VENV/bin/python" -m pip install -q "sam3==0.1.4" timm "numpy<2.4" onnx "onnxruntime>=1.17" "onnx_ir>=0.1" \
   psutil "tokenizers>=0.15" "scikit-image>=0.21" "scipy>=1.10" "platformdirs>=3" "zarr>=3.1" \
   "tifffile>=2025.5.21" "pytest>=8" "pytest-timeout>=2"
