@@ -17,6 +17,7 @@ ENGINE_CASES = {"encode", "memory/plane", "click-engine", "text-stack", "propaga
 pytest.importorskip("onnx")
 
 
+@pytest.mark.slow  # > 5 s (subprocesses); docs/contributing.md
 def test_quick_benchmark_writes_every_case(tmp_path):
     out = tmp_path / "bench.json"
     md = tmp_path / "bench.md"
@@ -47,6 +48,7 @@ def test_quick_benchmark_writes_every_case(tmp_path):
     assert sum(" encode " in f" {line} " for line in progress) == len(layouts)
 
 
+@pytest.mark.slow  # > 5 s (subprocesses); docs/contributing.md
 def test_cases_option_runs_only_the_cases_named(tmp_path):
     """``--cases`` keeps a full-depth run short: encode always, then only what is named."""
     out = tmp_path / "bench.json"

@@ -96,6 +96,7 @@ def test_sighup_removes_the_partial_labels_and_leaves_the_old_file(setup):
     assert not [p.name for p in root.iterdir() if "partial" in p.name]
 
 
+@pytest.mark.slow  # > 5 s (subprocesses); docs/contributing.md
 def test_sigterm_during_text_with_a_store_names_what_it_kept(setup):
     root, wk = setup
     store, out = root / "text.zarr", root / "new.tif"

@@ -69,6 +69,7 @@ def files(store):
             for p in sorted(store.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow  # > 5 s (subprocesses); docs/contributing.md
 def test_two_processes_writing_the_same_entries_of_a_new_store(tmp_path):
     store = tmp_path / "race.zarr"  # created by both at once: the group-creation race too
     argv = [[sys.executable, "-c", WRITER, str(store), str(tmp_path / "go"), "6", str(who)]
@@ -94,6 +95,7 @@ def tif(tmp_path):
     return path
 
 
+@pytest.mark.slow  # > 5 s (subprocesses); docs/contributing.md
 def test_two_precompute_commands_on_the_same_slices(hf_bundle, tif, tmp_path):
     single = tmp_path / "single.zarr"
     assert main(["precompute", str(hf_bundle), str(tif), "--store", str(single),

@@ -85,6 +85,7 @@ EXIT_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # > 5 s (subprocesses); docs/contributing.md
 def test_a_script_that_exits_without_closing_the_viewer_exits_cleanly(tmp_path):
     from .conftest import PLUGIN, dock_widget_name
 
