@@ -7,6 +7,7 @@ store's root, and every array is read back and compared with its recorded checks
 from __future__ import annotations
 
 import enum
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,21 @@ from napari_sam3_onnx.engine.store.embedding_store import (
     describe,
     read_arrays,
 )
+
+#: Names of slice entries (:attr:`~.keys.EntryKey.path`): ``plane`` or ``00003-00001``, with
+#: ``_r<r0>-<c0>-<r1>-<c1>`` for a tile.
+ENTRY_NAME = re.compile(r"(plane|\d+(-\d+)*)(_r\d+-\d+-\d+-\d+)?")
+
+
+def is_entry_folder(path: Path) -> bool:
+    """Whether ``path`` (a folder in an image group) was written as a slice entry.
+
+    Its name has the entries' form and it holds zarr metadata or feature arrays (``f0``...);
+    anything else (a folder of the user's) is not the store's and is never removed.
+    """
+    if not ENTRY_NAME.fullmatch(path.name):
+        return False
+    return (path / "zarr.json").is_file() or (path / "f0").is_dir()
 
 
 class EntryState(enum.StrEnum):
@@ -142,7 +158,7 @@ def verify_store(path: Path | str, repair: bool = False) -> StoreCheck:
             if sf.is_leftover(p.name):
                 found.append((p, EntryCheck(name, EntryState.INCOMPLETE,
                                             "left by an interrupted writer")))
-            elif not p.name.startswith("."):
+            elif is_entry_folder(p):
                 found.append((p, EntryCheck(name, *check_entry(p, root))))
     report.entries = [check for _, check in found]
     if repair:
