@@ -20,8 +20,8 @@ from napari_sam3_onnx.engine.store.embedding_store import (
     ROOT_KEY,
     StoreError,
     describe,
-    read_arrays,
 )
+from napari_sam3_onnx.engine.store.entries import SPEC_KEY, meta_problem, read_arrays, spec_problem
 
 #: Names of slice entries (:attr:`~.keys.EntryKey.path`): ``plane`` or ``00003-00001``, with
 #: ``_r<r0>-<c0>-<r1>-<c1>`` for a tile.
@@ -125,9 +125,24 @@ def check_entry(folder: Path, root: Mapping) -> tuple[EntryState, str]:
                        ("precision", root.get("precision"))):
         if sig.get(name) != want:
             return EntryState.FOREIGN, f"{name} {sig.get(name)!r}, the store's is {want!r}"
+    problem = meta_problem(meta) or spec_problem(meta, root.get(SPEC_KEY)) or _place_problem(
+        folder.name, sig)
+    if problem:
+        return EntryState.CORRUPT, problem
     if read_arrays(group, meta) is None:
         return EntryState.CORRUPT, "an array is missing or fails its checksum"
     return EntryState.OK, ""
+
+
+def _place_problem(name: str, sig: Mapping) -> str | None:
+    """Whether the entry's signature names the slice (and tile) its folder name says."""
+    index, _, region = name.partition("_r")
+    want = [] if index == "plane" else [int(i) for i in index.split("-")]
+    tile = [int(v) for v in region.split("-")] if region else None
+    if sig.get("index") != want or sig.get("region") != tile:
+        return (f"made for slice {sig.get('index')} (tile {sig.get('region')}), but kept as "
+                f"{name}")
+    return None
 
 
 def verify_store(path: Path | str, repair: bool = False) -> StoreCheck:
