@@ -2,7 +2,8 @@
 
 Entries are damaged as a hostile user (or a bad copy) would: an array replaced by one of
 another shape with its record and checksum made to match, metadata without the model input
-size, no features at all, an entry copied onto another slice's place. ``store verify`` must
+size, no features at all, an entry copied onto another slice's place; and two files of one
+name in other folders must not share (and replace) each other's entries. ``store verify`` must
 report each as broken (exit 1), a command using the store must take it for a miss and encode
 the slice again (exit 0, no "unexpected error"), and ``--repair`` must remove it.
 """
@@ -97,3 +98,26 @@ def test_a_misshapen_entry_is_a_miss_that_is_encoded_again(damaged, hf_bundle):
     assert again.returncode == 0, again.stderr
     check = cli("store", "verify", "e.zarr", cwd=cwd)
     assert check.returncode == 0 and "4 ok" in check.stdout, check.stdout
+
+
+def test_two_files_of_one_name_in_other_folders_keep_their_own_entries(hf_bundle, tmp_path):
+    for k, folder in enumerate(("a", "b")):
+        (tmp_path / folder).mkdir()
+        stack = np.stack([blob_image((60, 90), ((20 + z, 15 + 10 * k, 6),), value=900 + 700 * k,
+                                     dtype=np.uint16) for z in range(3)])
+        tifffile.imwrite(tmp_path / folder / "cells.tif", stack)
+    base = ["precompute", str(hf_bundle)]
+    for folder in ("a", "b"):
+        done = cli(*base, f"{folder}/cells.tif", "--store", "e.zarr", *W, cwd=tmp_path)
+        assert done.returncode == 0 and "encoded 3" in done.stdout, done.stdout + done.stderr
+    for folder in ("a", "b"):  # neither run replaced the other's entries
+        done = cli(*base, f"{folder}/cells.tif", "--store", "e.zarr", *W, cwd=tmp_path)
+        assert done.returncode == 0 and "encoded 0" in done.stdout, done.stdout + done.stderr
+    assert sorted(p.name for p in (tmp_path / "e.zarr").iterdir() if p.is_dir()) == \
+        ["cells", "cells.2"]
+    done = cli("propagate", str(hf_bundle), "b/cells.tif", "--store",
+               "e.zarr", *W, "--click", "1", "1", "20", "25", "--out", "l.tif",
+               "--stop-after", "1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    check = cli("store", "verify", "e.zarr", cwd=tmp_path)
+    assert check.returncode == 0 and "6 ok" in check.stdout, check.stdout

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import api
 from ..api.io import InputError, expand_inputs, image_names, parse_slices
-from ..api.jobs import StackJob
+from ..api.jobs import StackJob, claim_names
 from ..api.metadata import KNOWN_AXES, image_axes, pixel_size
 from ..api.text import table_rows
 from ..api.validate import check_seeds, check_window
@@ -197,7 +197,8 @@ def open_labels_run(args: argparse.Namespace, command: str, need: Capability,
     if check is not None:
         check(bundle)
     record = _record(args, args.store, "tile" if args.tile else "slice")
-    return LabelsRun(path, job, view, bundle, record, _counted_store(bundle, record, args.store))
+    store = _counted_store(bundle, record, args.store)
+    return LabelsRun(path, claim_names(store, [job])[0], view, bundle, record, store)
 
 
 def write_labels_run(run: LabelsRun, args: argparse.Namespace, results: Iterator, bar: Bar,
@@ -274,6 +275,7 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     bundle = _bundle(args)
     record = _record(args, args.store)
     store = _counted_store(bundle, record, args.store)
+    name = claim_names(store, [job])[0].image
     bar = Bar("propagate", quiet=args.quiet)
     try:
         labels, result = api.propagate(
