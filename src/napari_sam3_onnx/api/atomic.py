@@ -24,7 +24,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .io import InputError
+from ..models.errors import OutputTakenError
+
+__all__ = ["OutputTakenError", "atomic_output", "keep_new", "new_sibling", "place_new",
+           "remove_ours", "replace_into"]
 
 #: ``renameat2`` flag: fail with EEXIST instead of replacing the target (Linux >= 3.15).
 _RENAME_NOREPLACE = 1
@@ -32,23 +35,6 @@ _AT_FDCWD = -100
 #: errno values meaning "this file system or kernel cannot do that": try the next way.
 _UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.EXDEV, errno.ENOTSUP,
                 errno.EOPNOTSUPP, errno.EMLINK}
-
-
-class OutputTakenError(InputError):
-    """The output's name was taken by someone else during the run; the result has another.
-
-    Attributes
-    ----------
-    path : Path
-        The name asked for (left as the other program made it).
-    kept : Path
-        Where the finished result is.
-    """
-
-    def __init__(self, path: Path, kept: Path) -> None:
-        self.path, self.kept = path, kept
-        super().__init__(f"{path} appeared while this run worked (another program made it); it "
-                         f"was not replaced. The result is in {kept} instead.")
 
 
 def _sibling(path: Path, tag: str) -> Path:
