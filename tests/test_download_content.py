@@ -149,3 +149,25 @@ def test_fetch_dest_never_takes_another_models_file_for_the_download(served, tmp
     records = json.loads((dest / RECORD_NAME).read_text())
     assert "prompt_encoder_mask_decoder.onnx_data" not in records
     assert not (dest / ".hf-download").exists()
+
+
+def test_doctor_fails_a_registered_bundle_with_half_its_weights(hf_bundle, tmp_path):
+    import shutil
+
+    root = tmp_path / "root"
+    folder = root / "hf-tracker"
+    shutil.copytree(hf_bundle, folder)
+    for f in get_bundle("hf-tracker").files:
+        if not (folder / f.name).exists():
+            (folder / f.name).write_bytes(bytes(range(256)) * 5)  # binary stand-in
+    data = folder / "vision_encoder.onnx_data"
+    whole = data.read_bytes()
+    env = {**os.environ, "PYTHONPATH": str(SRC), "NAPARI_SAM3_ONNX_HOME": str(tmp_path / "h")}
+    command = [sys.executable, "-m", "napari_sam3_onnx.cli", "doctor", "--root", str(root),
+               "--strict"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and "hf-tracker: ok" in done.stdout, done.stdout + done.stderr
+    data.write_bytes(whole[: len(whole) // 2])
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert "vision_encoder.onnx_data" in done.stdout and "needs" in done.stdout, done.stdout
