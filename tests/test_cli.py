@@ -210,7 +210,7 @@ def test_list_and_fetch_from_a_local_server(hf_bundle, tmp_path, capsys, monkeyp
     try:
         for f in spec.files:
             local = hf_bundle / f.name
-            data = local.read_bytes() if local.is_file() else b"unused external data"
+            data = local.read_bytes() if local.is_file() else bytes(range(256))  # binary
             hub.files[f.url.removeprefix("https://huggingface.co")] = data
         dest = tmp_path / "home" / "models" / "hf-tracker"
         code, out, err = run("fetch", "hf-tracker", "--endpoint", hub.url(""), capsys=capsys)

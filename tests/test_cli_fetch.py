@@ -36,7 +36,7 @@ def served(hf_bundle, tmp_path, monkeypatch):
     hub = FakeHub()
     for f in get_bundle("hf-tracker").files:
         local = hf_bundle / f.name
-        data = local.read_bytes() if local.is_file() else b"external data " * 100
+        data = local.read_bytes() if local.is_file() else bytes(range(256)) * 5  # binary
         hub.files[f.url.removeprefix("https://huggingface.co")] = data
     yield hub
     hub.close()

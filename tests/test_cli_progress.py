@@ -92,7 +92,7 @@ def test_fetch_draws_a_bar_per_file_on_a_terminal_unless_quiet(hf_bundle, tmp_pa
     try:
         for f in spec.files:
             local = hf_bundle / f.name
-            data = local.read_bytes() if local.is_file() else b"external data " * 100
+            data = local.read_bytes() if local.is_file() else bytes(range(256)) * 5  # binary
             hub.files[f.url.removeprefix("https://huggingface.co")] = data
         term = Terminal()
         monkeypatch.setattr(sys, "stderr", term)

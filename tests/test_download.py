@@ -308,7 +308,7 @@ def test_verified_files_are_skipped_and_damaged_ones_fetched_again(hub, home):
     for name in ("a.onnx", "b.bin"):  # replace the links by damaged copies
         (home / name).unlink()
     (home / "a.onnx").write_bytes(tiny_onnx(100, 12))
-    (home / "b.bin").write_bytes(b"damaged too")
+    (home / "b.bin").write_bytes(payload(3000, 99))  # damaged too: other bytes, same size
     problems = verify_folder(spec, home)
     assert [(p.file, p.kind) for p in problems] == [("a.onnx", "sha256"), ("b.bin", "sha256")]
     fetch(spec, hub)
@@ -384,7 +384,7 @@ def test_verify_folder_reports_missing_content_and_size(tmp_path):
     spec = make_spec([FileSpec("a.bin", "https://h/a.bin", None, 10),
                       FileSpec("b.onnx", "", None, None),
                       FileSpec("c.onnx", "https://h/c.onnx")])
-    (tmp_path / "a.bin").write_bytes(b"123")
+    (tmp_path / "a.bin").write_bytes(b"\x00\x01\x02")
     (tmp_path / "c.onnx").write_bytes(LOGIN_PAGE)
     problems = verify_folder(spec, tmp_path)
     assert [(p.file, p.kind) for p in problems] == [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 
@@ -126,28 +125,6 @@ def test_a_read_only_bundle_caches_its_digest_in_the_data_folder(twins, hashes, 
         assert list((tmp_path / "home" / "digests").glob("exp-a-*.json"))
     finally:
         os.chmod(a, 0o755)
-
-
-def test_manifest_hashes_are_used_instead_of_hashing(twins, hashes):
-    a, _ = twins
-    computed = bd.bundle_digest(a)
-    (a / bd.CACHE_NAME).unlink()
-    files = {p.name: {"sha256": bd.sha256_file(p), "bytes": p.stat().st_size}
-             for p in bd.weight_files(a)}
-    (a / "manifest.json").write_text(json.dumps({"layout": "x", "files": files}))
-    hashes.clear()
-    assert bd.bundle_digest(a) == computed and hashes == []
-    # a recorded size that does not match the file: the record is not trusted
-    files["vision_encoder.onnx"]["bytes"] += 1
-    (a / "manifest.json").write_text(json.dumps({"files": files}))
-    assert bd.bundle_digest(a) == computed and hashes == ["vision_encoder.onnx"]
-    # a file replaced after the manifest was written: hashed, whatever the manifest says
-    hashes.clear()
-    data = a / "vision_encoder.onnx_data"
-    (np.fromfile(data, np.float32) * 3).astype(np.float32).tofile(data)
-    later = (a / "manifest.json").stat().st_mtime_ns + 10**9
-    os.utime(data, ns=(later, later))
-    assert bd.bundle_digest(a) != computed and hashes == ["vision_encoder.onnx_data"]
 
 
 def test_precision_mismatch_is_refused_and_replace_store_starts_afresh(hf_bundle, tmp_path,

@@ -46,7 +46,7 @@ from .bundles import Bundle, open_bundle
 from .clicks import segment_object
 from .evaluate import EvaluationReport, evaluate
 from .io import InputError, image_names, parse_slices, planes_view, read_image
-from .jobs import StackJob
+from .jobs import StackJob, claim_names
 from .propagate import PropagationStep, Seed, iter_propagate, propagate
 from .search import SearchStep, iter_search
 from .text import TextResult, iter_search_text, search_text, table_columns
@@ -152,9 +152,11 @@ def precompute(
         from .cluster import precompute_on_cluster
 
         st = bundle.open_store(store, precision, replace_store=replace_store)
-        return precompute_on_cluster(client, bundle, jobs, st, precision, progress)
-    encoder = bundle.encoder(bundle.open_store(store, precision, replace_store=replace_store))
-    refs = [ref for job in jobs for ref in job.refs()]
+        return precompute_on_cluster(client, bundle, claim_names(st, jobs), st, precision,
+                                     progress)
+    st = bundle.open_store(store, precision, replace_store=replace_store)
+    encoder = bundle.encoder(st)
+    refs = [ref for job in claim_names(st, jobs) for ref in job.refs()]
     if tiling is not None:
         refs = [t for r in refs for t in tile_refs(r, tiling, input_side(bundle.adapter))]
     return _precompute_refs(encoder, refs, progress, cancelled)  # type: ignore[arg-type]

@@ -4,6 +4,15 @@ It moved to ``models`` so that every layer (the store, downloads, the exporter) 
 copy; these names stay importable from here.
 """
 
-from ..models.atomic import atomic_output, new_sibling, remove_ours, replace_into
+from ..models.atomic import (
+    OutputTakenError,
+    atomic_output,
+    keep_new,
+    new_sibling,
+    place_new,
+    remove_ours,
+    replace_into,
+)
 
-__all__ = ["atomic_output", "new_sibling", "remove_ours", "replace_into"]
+__all__ = ["OutputTakenError", "atomic_output", "keep_new", "new_sibling", "place_new",
+           "remove_ours", "replace_into"]

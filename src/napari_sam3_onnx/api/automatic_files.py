@@ -19,6 +19,7 @@ import numpy as np
 from ..engine.automatic import AutoMaskSettings
 from ..engine.automatic.linking import LINK_IOU
 from ..engine.store.embedding_store import EmbeddingStore
+from ..engine.store.names import claim_image, source_of
 from ..engine.tiling.tiles import TileSettings
 from .automatic import segment_all
 from .bundles import Bundle
@@ -109,8 +110,10 @@ def iter_segment_files(
     """
     opts = options or FileOptions()
     st = None if store is None else bundle.open_store(store)
-    if st is not None:
-        st.prepare(list(names))
+    if st is not None:  # each file's own group (another file of its name keeps its own)
+        create = st.mode == "a"
+        names = [claim_image(st.path, n, source_of(p), create)
+                 for p, n in zip(paths, names, strict=True)]
     if client is None:
         for k, (path, name) in enumerate(zip(paths, names, strict=True)):
             labels, rows = _segment(bundle, st, path, name, opts)

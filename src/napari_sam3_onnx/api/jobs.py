@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..engine.encoding import SliceRef
+from ..engine.store.names import claim_image, source_of
 from .io import plane_indices, planes_view, read_image
 from .validate import check_window
 
@@ -81,3 +83,17 @@ class StackJob:
         """One :class:`SliceRef` per selected plane."""
         view = self.view() if view is None else view
         return [self.ref(view, i) for i in self.indices(view)]
+
+
+def claim_names(store, jobs: Sequence[StackJob]) -> list[StackJob]:
+    """``jobs`` with each file's store name made its own (:mod:`~..engine.store.names`).
+
+    A file named like another file already in ``store`` (an opened
+    :class:`~..engine.store.embedding_store.EmbeddingStore`, or None) gets ``NAME.2``...
+    instead of sharing that file's entries; arrays keep their names.
+    """
+    if store is None:
+        return list(jobs)
+    create = store.mode == "a"
+    return [replace(job, image=claim_image(store.path, job.image, source_of(str(job.data)),
+                                           create)) if job.is_file else job for job in jobs]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_output
+from .atomic import OutputTakenError, atomic_output
 
 #: File name ending of a standalone NGFF labels image.
 NGFF_SUFFIX = ".ome.zarr"
@@ -261,7 +261,7 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
                       translation: Sequence[float] | None = None,
                       units: Sequence[str | None] | None = None, axes: str | None = None,
                       colours: Callable[[int], Sequence[int]] | None = None,
-                      like: Path | None = None) -> Path:
+                      like: Path | None = None, replace: bool = True) -> Path:
     """Write int32 label planes as an NGFF labels image (see the module notes).
 
     Parameters
@@ -288,6 +288,9 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
         has ``shape`` (:func:`image_transform`), its scale, translation, units and axes are
         used instead of the ones given. Labels written into an image are always checked
         against that image this way.
+    replace : bool
+        An existing ``path`` may be replaced; if False and someone creates ``path`` during
+        the write, the labels are kept under a new name (:class:`~.atomic.OutputTakenError`).
 
     Returns
     -------
@@ -315,13 +318,18 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
     multiscale["datasets"] = [{"path": "0", "coordinateTransformations": transforms}]
     colours = colours or label_colour
     if image is None:
-        with atomic_output(path, directory=True) as tmp:
+        with atomic_output(path, directory=True, replace=replace) as tmp:
             _write_group(tmp, shape, planes, 2, "0.4", multiscale, colours, None)
         return path
     zarr_format, version = _image_format(image)
     if not (image / "labels").exists():
         _register(image, None, zarr_format, version)  # the folder the sibling goes in
-    with atomic_output(path, directory=True) as tmp:
-        _write_group(tmp, shape, planes, zarr_format, version, multiscale, colours, "../../")
+    try:
+        with atomic_output(path, directory=True, replace=replace) as tmp:
+            _write_group(tmp, shape, planes, zarr_format, version, multiscale, colours,
+                         "../../")
+    except OutputTakenError as taken:
+        _register(image, taken.kept.name, zarr_format, version)
+        raise
     _register(image, path.name, zarr_format, version)
     return path

@@ -23,7 +23,7 @@ from .batch_cmds import (
     open_labels_run,
     write_labels_run,
 )
-from .guard import check_outputs, check_store
+from .guard import bundle_paths, check_not_protected, check_outputs, check_store
 from .output import write_labels, write_table
 from .progress import Bar
 
@@ -109,7 +109,9 @@ def _file_outputs(args: argparse.Namespace, paths: list[Path], names: list[str])
     if args.table is not None and args.table.is_dir():
         raise InputError(f"--table {args.table}: give a CSV file (one table for every image).")
     targets = [out / f"{n}.tif" for n in names]
-    protected = [*(("input image", p) for p in paths), ("embedding store", args.store)]
+    inputs = [*(("input image", p) for p in paths), *bundle_paths(args.bundle)]
+    protected = [*inputs, ("embedding store", args.store)]
+    check_not_protected("--out", out, protected)
     if not out.exists():
         if not out.parent.is_dir():
             raise InputError(f"--out {out}: the folder {out.parent} does not exist.")
@@ -117,7 +119,7 @@ def _file_outputs(args: argparse.Namespace, paths: list[Path], names: list[str])
     outputs = [*(("--out", t) for t in targets), ("--table", args.table)]
     check_outputs(outputs, protected, args.overwrite)
     if args.store is not None:
-        check_store(args.store, [("input image", p) for p in paths])
+        check_store(args.store, inputs)
     return targets
 
 
@@ -149,7 +151,7 @@ def _segment_files(args: argparse.Namespace, paths: list[Path],
             n_lead = max(n_lead, labels.ndim - 2)
             planes = labels.reshape(-1, *labels.shape[-2:])
             write_labels(targets[res.position], labels.shape, iter(planes),
-                         **_labels_metadata(args, paths[res.position],
+                         replace=args.overwrite, **_labels_metadata(args, paths[res.position],
                                             labels.ndim + (1 if args.rgb else 0)))
             rows.extend({"image": names[res.position], **r} for r in res.rows)
             bar.update(done, len(paths))
@@ -161,7 +163,8 @@ def _segment_files(args: argparse.Namespace, paths: list[Path],
             close_client(client)
     if args.table is not None:
         rows.sort(key=lambda r: names.index(r["image"]))
-        write_table(args.table, ["image", *auto_table_columns(n_lead)], rows)
+        write_table(args.table, ["image", *auto_table_columns(n_lead)], rows,
+                    replace=args.overwrite)
     print(f"{len(rows)} object row(s) in {len(paths)} image(s) -> {args.out}"
           + (f", table {args.table}" if args.table else ""))
     return 0
@@ -193,7 +196,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     report = api.evaluate(preds, gts, names=[p.stem for p in preds])
     print(report.text())
     if args.csv is not None:
-        write_table(args.csv, report.columns, report.rows())
+        write_table(args.csv, report.columns, report.rows(), replace=args.overwrite)
         print(f"table -> {args.csv}")
     return 0
 

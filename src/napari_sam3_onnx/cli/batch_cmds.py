@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import api
 from ..api.io import InputError, expand_inputs, image_names, parse_slices
-from ..api.jobs import StackJob
+from ..api.jobs import StackJob, claim_names
 from ..api.metadata import KNOWN_AXES, image_axes, pixel_size
 from ..api.text import table_rows
 from ..api.validate import check_seeds, check_window
@@ -20,7 +20,7 @@ from ..engine.concepts.search import parse_concepts
 from ..models.base import Capability
 from ..models.errors import PromptError
 from . import args as _args
-from .guard import check_outputs, check_store
+from .guard import bundle_paths, check_outputs, check_store
 from .output import check_labels_path, write_labels, write_table
 from .progress import Bar
 from .seeds import build_seeds
@@ -89,7 +89,7 @@ def _need_distributed() -> None:
 def cmd_precompute(args: argparse.Namespace) -> int:
     """Encode every plane of the inputs into the store (resumable)."""
     paths = expand_inputs(args.inputs)
-    check_store(args.store, [("input image", p) for p in paths])
+    check_store(args.store, [*(("input image", p) for p in paths), *bundle_paths(args.bundle)])
     if (args.scheduler or args.workers) and args.tile:
         raise InputError("--tile runs in this process: leave out --workers/--scheduler.")
     if args.scheduler or args.workers:
@@ -157,7 +157,8 @@ def _stream(view_shape, results, n_lead):
 def _outputs(args: argparse.Namespace, path: Path, extra=()) -> None:
     """Check --out/--table before any work (see :mod:`.guard`) and note them as pending."""
     outputs = [("--out", check_labels_path(args.out)), ("--table", args.table)]
-    protected = [("input image", path), ("embedding store", args.store), *extra]
+    protected = [("input image", path), ("embedding store", args.store), *extra,
+                 *bundle_paths(args.bundle)]
     check_outputs(outputs, protected, args.overwrite)
     _record(args, args.store).outputs(*outputs)
 
@@ -188,7 +189,7 @@ def open_labels_run(args: argparse.Namespace, command: str, need: Capability,
     path = _one_input(args, command)
     _outputs(args, path)
     if args.store is not None:
-        check_store(args.store, [("input image", path)])
+        check_store(args.store, [("input image", path), *bundle_paths(args.bundle)])
     job = _job(args, path, image_names([path])[0])
     view = job.view()
     bundle = _bundle(args)
@@ -196,7 +197,8 @@ def open_labels_run(args: argparse.Namespace, command: str, need: Capability,
     if check is not None:
         check(bundle)
     record = _record(args, args.store, "tile" if args.tile else "slice")
-    return LabelsRun(path, job, view, bundle, record, _counted_store(bundle, record, args.store))
+    store = _counted_store(bundle, record, args.store)
+    return LabelsRun(path, claim_names(store, [job])[0], view, bundle, record, store)
 
 
 def write_labels_run(run: LabelsRun, args: argparse.Namespace, results: Iterator, bar: Bar,
@@ -205,12 +207,12 @@ def write_labels_run(run: LabelsRun, args: argparse.Namespace, results: Iterator
     shape = run.view.shape[:-1] if run.job.rgb else run.view.shape
     try:
         write_labels(args.out, shape, _stream(shape, results, run.n_lead),
-                     **_labels_metadata(args, run.path, run.view.ndim))
+                     replace=args.overwrite, **_labels_metadata(args, run.path, run.view.ndim))
     finally:
         bar.close()
     run.record.done("--out", args.out)
     if args.table is not None:
-        write_table(args.table, columns, rows)
+        write_table(args.table, columns, rows, replace=args.overwrite)
         run.record.done("--table", args.table)
 
 
@@ -258,7 +260,8 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     path = _one_input(args, "propagate")
     _outputs(args, path, [("seed labels", args.seed_labels)])
     if args.store is not None:
-        check_store(args.store, [("input image", path), ("seed labels", args.seed_labels)])
+        check_store(args.store, [("input image", path), ("seed labels", args.seed_labels),
+                                 *bundle_paths(args.bundle)])
     name = image_names([path])[0]
     job = StackJob(path, name, args.axis, args.rgb, _window(args))
     view = job.view()
@@ -272,6 +275,7 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     bundle = _bundle(args)
     record = _record(args, args.store)
     store = _counted_store(bundle, record, args.store)
+    name = claim_names(store, [job])[0].image
     bar = Bar("propagate", quiet=args.quiet)
     try:
         labels, result = api.propagate(
@@ -283,14 +287,14 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     meta = _labels_metadata(args, path, view.ndim)
     if len(meta.get("axes", "")) != labels.ndim:
         meta.pop("axes", None)  # 4-D input propagated at one fixed index: 3-D labels
-    write_labels(args.out, labels.shape, iter(labels), **meta)
+    write_labels(args.out, labels.shape, iter(labels), replace=args.overwrite, **meta)
     record.done("--out", args.out)
     if args.table is not None:
         rows = [{"label": oid, "index_0": z, "area_px": int(area)}
                 for z in range(labels.shape[0])
                 for oid, area in zip(*np.unique(labels[z], return_counts=True), strict=True)
                 if oid != 0]
-        write_table(args.table, ["label", "index_0", "area_px"], rows)
+        write_table(args.table, ["label", "index_0", "area_px"], rows, replace=args.overwrite)
         record.done("--table", args.table)
     stops = "; ".join(f"object {oid}: " + ", ".join(f"{d} stopped at {s.index} ({s.reason})"
                                                       for d, s in t.stops.items())

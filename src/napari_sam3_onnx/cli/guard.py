@@ -2,7 +2,8 @@
 
 A microscopist's raw data and annotations are never touched without consent: an output that
 already exists is replaced only with ``--overwrite``; the input image, a seed labels file and
-the embedding store are refused as outputs even then; a folder is replaced only when it is a
+the embedding store are refused as outputs even then, and so is anything in the model
+bundle's folder (:func:`bundle_paths`); a folder is replaced only when it is a
 zarr array (what ``--out x.zarr`` writes) or an OME-Zarr labels image (``--out x.ome.zarr``),
 never any other folder. Labels go into an OME-Zarr input image only as ``IMAGE/labels/NAME``,
 beside its arrays, which stay refused. Paths are compared after
@@ -83,6 +84,56 @@ def _check_existing(flag: str, path: Path, directory: bool, overwrite: bool) -> 
         raise InputError(f"{flag} {path} is a folder; --overwrite replaces files, not folders.")
 
 
+def bundle_paths(bundle: str | Path) -> list[Named]:
+    """The bundle's folder and each file in it, to protect like an input.
+
+    ``bundle`` is a folder or a registry id (its folder under the data folder, if it is there;
+    nothing is built or downloaded here). The files are listed one by one as well because a
+    downloaded bundle's files are links into the Hugging Face cache: an output naming one
+    resolves to the cached file, outside the folder.
+    """
+    from ..models.registry import UnknownBundleError, bundle_dir
+
+    folder = Path(bundle)
+    if not folder.is_dir():
+        try:
+            folder = bundle_dir(str(bundle))
+        except (ValueError, UnknownBundleError):
+            return []
+        if not folder.is_dir():
+            return []
+    named: list[Named] = [("model bundle", folder)]
+    try:
+        named += [("model bundle", p) for p in folder.iterdir()
+                  if p.is_file() and not p.name.startswith(".")]
+    except OSError:
+        pass
+    return named
+
+
+def _refuse_protected(flag: str, path: Path, real: Path,
+                      guarded: Sequence[tuple[str, Path, Path]]) -> None:
+    for what, other, other_real in guarded:
+        how = _overlaps(real, other_real)
+        into = what == "input image" and image_of_labels(real) == other_real
+        if how == "is inside" and into:
+            continue  # IMAGE/labels/NAME: new labels beside the image's arrays, not in them
+        if how is not None:
+            hint = ""
+            if what == "input image" and is_ngff_image(other_real):
+                hint = (" To add the labels to the OME-Zarr image, name "
+                        f"{other / 'labels' / 'NAME'}.")
+            raise InputError(f"{flag} {path} {how} the {what} {other}: an output never "
+                             "replaces the data it is computed from (not even with "
+                             f"--overwrite); choose another name.{hint}")
+
+
+def check_not_protected(flag: str, path: Path, protected: Sequence[Named]) -> None:
+    """Refuse ``path`` (an output folder about to be created) if it overlaps a protected path."""
+    guarded = [(what, Path(p), _resolved(Path(p))) for what, p in protected if p is not None]
+    _refuse_protected(flag, Path(path), _resolved(Path(path)), guarded)
+
+
 def check_outputs(outputs: Sequence[Named], protected: Sequence[Named],
                   overwrite: bool = False) -> None:
     """Refuse outputs that would replace data without consent, or that cannot be written.
@@ -106,25 +157,13 @@ def check_outputs(outputs: Sequence[Named], protected: Sequence[Named],
         has been written when it is raised.
     """
     seen: dict[Path, str] = {}
-    guarded = [(what, p, _resolved(p)) for what, p in protected if p is not None]
+    guarded = [(what, Path(p), _resolved(Path(p))) for what, p in protected if p is not None]
     for flag, path in outputs:
         if path is None:
             continue
         path = Path(path)
         real = _resolved(path)
-        for what, other, other_real in guarded:
-            how = _overlaps(real, other_real)
-            into = what == "input image" and image_of_labels(real) == other_real
-            if how == "is inside" and into:
-                continue  # IMAGE/labels/NAME: new labels beside the image's arrays, not in them
-            if how is not None:
-                hint = ""
-                if what == "input image" and is_ngff_image(other_real):
-                    hint = (" To add the labels to the OME-Zarr image, name "
-                            f"{other / 'labels' / 'NAME'}.")
-                raise InputError(f"{flag} {path} {how} the {what} {other}: an output never "
-                                 "replaces the data it is computed from (not even with "
-                                 f"--overwrite); choose another name.{hint}")
+        _refuse_protected(flag, path, real, guarded)
         if real in seen:
             raise InputError(f"{flag} {path} and {seen[real]} name the same file; give each "
                              "output its own name.")

@@ -95,7 +95,7 @@ def ngff_metadata(ndim: int, pixel_size: tuple[float, float] | None,
 
 def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
                  pixel_size: tuple[float, float] | None = None, axes: str | None = None,
-                 like: Path | None = None) -> Path:
+                 like: Path | None = None, replace: bool = True) -> Path:
     """Write int32 label planes (C order over the leading axes) to a new file, then rename.
 
     Parameters
@@ -117,13 +117,17 @@ def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
     like : Path, optional
         The OME-Zarr input image when the labels have its axes in its order: OME-Zarr labels
         then take its scale on every axis (see :func:`~..api.ngff.write_ngff_labels`).
+    replace : bool
+        ``--overwrite``: an existing ``path`` may be replaced. Without it the result takes the
+        name only if it is still free when the work is done (else it is kept under a new name
+        and :class:`~..api.atomic.OutputTakenError` says which).
     """
     shape = tuple(int(s) for s in shape)
     if is_ngff_output(path):
-        return write_ngff_labels(path, shape, planes, like=like,
+        return write_ngff_labels(path, shape, planes, like=like, replace=replace,
                                  **ngff_metadata(len(shape), pixel_size, axes))
     name = path.name.lower()
-    with atomic_output(path, directory=name.endswith(".zarr")) as tmp:
+    with atomic_output(path, directory=name.endswith(".zarr"), replace=replace) as tmp:
         _write(tmp, name, shape, planes, pixel_size, axes)
     return path
 
@@ -152,9 +156,14 @@ def _write(tmp: Path, name: str, shape: tuple[int, ...], planes: Iterable[np.nda
             array[index] = plane
 
 
-def write_table(path: Path, columns: Sequence[str], rows: Iterable[dict]) -> Path:
-    """Write rows as CSV with ``columns`` in order (written to a temporary name, then renamed)."""
-    with atomic_output(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
+def write_table(path: Path, columns: Sequence[str], rows: Iterable[dict],
+                replace: bool = True) -> Path:
+    """Write rows as CSV with ``columns`` in order (written to a temporary name, then renamed).
+
+    ``replace`` as in :func:`write_labels`.
+    """
+    with atomic_output(path, replace=replace) as tmp, \
+            open(tmp, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(columns), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)

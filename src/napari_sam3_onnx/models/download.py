@@ -12,13 +12,20 @@ states no hash, the hash of the first download that passed the content check is 
 :data:`RECORD_NAME` beside the files and every later copy is checked against it (trust on first
 use): that catches corruption and silent changes upstream, but not a file that was already wrong
 the first time. A record that certified a file failing the content check (or one written before
-content checks existed) is replaced by the next good download.
+content checks existed) is replaced by the next good download. The graphs are fetched first, so
+that external data is checked against the offsets and lengths their headers reference.
+
+In a folder given as ``dest`` (the user's), a file that was there before is never replaced or
+deleted unless this module's record says it made it: one that cannot be certified (no published
+hash, no record) is compared with a fresh download and kept only if it is the same file; any
+other is refused with a message, and left as it is.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import time
 from dataclasses import dataclass
@@ -113,7 +120,7 @@ def _problem(f: FileSpec, path: Path, records: dict[str, dict], hashes: bool) ->
     if not path.is_file():
         how = f"download {f.url}" if f.url else "not published; see the bundle's notes"
         return Problem(f.name, "missing", f"missing ({how})")
-    reason = content_problem(path)
+    reason = content_problem(path, f.name, path.parent)
     if reason:
         return Problem(f.name, "content", f"not what its name says: {reason}")
     size = path.stat().st_size
@@ -221,14 +228,17 @@ def download_bundle(
     if spec.gated and not known:
         raise GatedModelError(spec.source_repo, spec.page_url, folder, [f.name for f in missing])
     folder.mkdir(parents=True, exist_ok=True)
+    staged_before = (folder / STAGING).exists()
     job = _Job(spec, folder, dest is not None, progress or (lambda *_: None),
                token or (known if spec.gated else None), known, endpoint,
                Path(cache_dir) if cache_dir is not None else None, retries, retry_wait)
-    for f in spec.files:
-        if f.url:
-            job.fetch(f)
-    if dest is not None:
-        shutil.rmtree(folder / STAGING, ignore_errors=True)
+    try:  # graphs first: external data is checked against what their headers reference
+        for f in sorted(spec.files, key=lambda f: not f.name.lower().endswith(".onnx")):
+            if f.url:
+                job.fetch(f)
+    finally:
+        if dest is not None and not staged_before:
+            shutil.rmtree(folder / STAGING, ignore_errors=True)
     unpublished = [f for f in spec.files if not (folder / f.name).is_file()]
     if unpublished:
         raise DownloadError(f"Downloaded what is published, but some files of {spec.title} are "
@@ -256,17 +266,31 @@ class _Job:
         """Put a certified copy of ``f`` in the folder (keep one that is already there)."""
         target = self.folder / f.name
         records = _load_records(self.folder)
-        if target.is_file():
+        if target.is_file() or target.is_symlink():
             problem = _problem(f, target, records, True)
-            if problem is None:
-                self._record(f, target, records)
+            if problem is None and _expected(f, records)[0]:
                 self.report(f.name, target.stat().st_size, target.stat().st_size)
                 return
-            if problem.kind == "content":
+            if problem is not None and self.local and not self._made_by_us(f, records):
+                raise DownloadError(f"{target} was already there and is not {self.spec.title}'s "
+                                    f"file ({problem.detail}); it was left as it is. Remove it "
+                                    "and fetch again, or fetch into another folder.")
+            if problem is not None and problem.kind == "content":
                 self._forget_if_certified(f, target, records)
+            if problem is None:  # nothing to check it against: compare with a fresh copy
+                self._attempts(f, target, records, keep=target)
+                return
+        self._attempts(f, target, records)
+
+    def _made_by_us(self, f: FileSpec, records: dict[str, dict]) -> bool:
+        rec = records.get(f.name)
+        return isinstance(rec, dict) and rec.get("url") == f.url and bool(rec.get("sha256"))
+
+    def _attempts(self, f: FileSpec, target: Path, records: dict[str, dict],
+                  keep: Path | None = None) -> None:
         for attempt in range(self.retries + 1):
             try:
-                self._fetch_once(f, target, records)
+                self._fetch_once(f, target, records, keep)
                 return
             except Exception as exc:  # the library's errors, classified below
                 last = attempt == self.retries
@@ -277,16 +301,21 @@ class _Job:
                     raise error from None
             time.sleep(self.retry_wait * 2**attempt)
 
-    def _fetch_once(self, f: FileSpec, target: Path, records: dict[str, dict]) -> None:
+    def _fetch_once(self, f: FileSpec, target: Path, records: dict[str, dict],
+                    keep: Path | None = None) -> None:
+        """Download, certify and place ``f``; with ``keep``, only if it equals that file."""
         where = hub_location(f.url)
         if where is None:
-            part = target.with_name(target.name + ".part")
+            part = target.with_name(f".{target.name}.part")
             try:  # the client resumes within the call; a failed call keeps nothing, as the hub's
                 fetch_url(f.url, part, name=f.name, report=self.report, size=f.size)
             except BaseException:
                 part.unlink(missing_ok=True)
                 raise
             self._certify(f, part, records, discard=part.unlink)
+            if keep is not None:
+                self._keep_if_same(f, keep, part, records, discard=part.unlink)
+                return
             os.replace(part, target)
             return
         repo, revision, path = where
@@ -303,14 +332,34 @@ class _Job:
             except (ContentMismatchError, ChecksumMismatchError, SizeMismatchError):
                 if sent or force:  # just downloaded: the server's file is wrong
                     raise
-        if self.local:
+        if keep is not None:
+            self._keep_if_same(f, keep, local, records,
+                               discard=local.unlink if self.local else (lambda: None))
+        elif self.local:
             os.replace(local, target)
         else:
             _link(local, target)
 
+    def _keep_if_same(self, f: FileSpec, found: Path, fresh: Path, records: dict[str, dict],
+                      discard) -> None:
+        """Keep the file ``found`` in place only if it is the certified download ``fresh``.
+
+        The first-use record was written for ``fresh``; a different ``found`` is refused, not
+        replaced (in ``dest`` it is the user's) and the record is dropped again.
+        """
+        same = sha256_file(found) == sha256_file(fresh)
+        discard()
+        if same:
+            return
+        if records.pop(f.name, None) is not None and not f.sha256:
+            _save_records(self.folder, records)
+        raise DownloadError(f"{found} was already there and is not the file {f.url} serves "
+                            "(another SHA-256); it was left as it is and nothing was recorded. "
+                            "Remove it and fetch again, or fetch into another folder.")
+
     def _certify(self, f: FileSpec, path: Path, records: dict[str, dict], discard) -> None:
         """Content, size, hash of a fresh copy; record a first-use hash; delete it if bad."""
-        reason = content_problem(path)
+        reason = content_problem(path, f.name, self.folder)
         if reason:
             discard()
             raise ContentMismatchError(f.name, f.url, reason, self.folder)
@@ -330,14 +379,6 @@ class _Job:
             records[f.name] = {"url": f.url, "sha256": actual, "size": size, "checked": CHECKED}
             _save_records(self.folder, records)
 
-    def _record(self, f: FileSpec, path: Path, records: dict[str, dict]) -> None:
-        """Record the hash of a file found in place that passed every check, if unrecorded."""
-        if f.sha256 or _expected(f, records)[1]:
-            return
-        records[f.name] = {"url": f.url, "sha256": sha256_file(path),
-                           "size": path.stat().st_size, "checked": CHECKED}
-        _save_records(self.folder, records)
-
     def _forget_if_certified(self, f: FileSpec, path: Path, records: dict[str, dict]) -> None:
         """Drop a first-use record that certified ``path``, a file failing the content check."""
         rec = records.get(f.name)
@@ -355,8 +396,7 @@ class _Job:
 
 def _link(cached: Path, target: Path) -> None:
     """Make ``target`` point at a file in the Hugging Face cache (a symlink, else a copy)."""
-    tmp = target.with_name(target.name + ".link")
-    tmp.unlink(missing_ok=True)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.link")
     try:
         os.symlink(cached, tmp)
     except OSError:  # no symlinks (Windows without developer mode): a hard link, else a copy

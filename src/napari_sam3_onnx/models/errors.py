@@ -202,3 +202,20 @@ class BundleFileError(Sam3OnnxError):
             "file the bundle expects. Restore it from the bundle's download or export (for a "
             "registered bundle: delete it and run 'napari-sam3-onnx fetch ID' again)."
         )
+
+
+class OutputTakenError(Sam3OnnxError, FileExistsError):
+    """An output's name was taken by someone else during the run; the result has another.
+
+    Attributes
+    ----------
+    path : Path
+        The name asked for (left as the other program made it).
+    kept : Path
+        Where the finished result is.
+    """
+
+    def __init__(self, path: Path | str, kept: Path | str) -> None:
+        self.path, self.kept = Path(path), Path(kept)
+        super().__init__(f"{self.path} appeared while this run worked (another program made "
+                         f"it); it was not replaced. The result is in {self.kept} instead.")

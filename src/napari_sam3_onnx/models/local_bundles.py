@@ -5,13 +5,17 @@ A registry entry with a ``builder`` names a module with ``build(folder)`` and
 entry's :func:`~.registry.bundle_dir`): it is built in a temporary sibling folder and renamed
 into place, so a folder under that name is always complete, two processes never see a
 half-written one, and an unchanged definition is built once. Builds of older definitions
-beside it are removed (they are ours: only folders whose manifest says ``"toy"``).
+beside it are removed only when they are certainly ours and untouched: a folder named by a
+digest, holding the marker :data:`MARKER` written by the build, and exactly the files that
+marker lists. A copy of the toy (under another name, or with a note of the user's added) is
+never removed.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,6 +24,8 @@ from .errors import Sam3OnnxError
 from .registry import BundleSpec, bundle_dir
 
 DIGEST_CHARS = 16
+#: Written by a build into its folder: the folder's own name and the files the build made.
+MARKER = ".napari-sam3-onnx-build.json"
 
 
 def _builder(spec: BundleSpec):
@@ -31,12 +37,24 @@ def _builder(spec: BundleSpec):
             f"({exc}). Install it with: pip install 'napari-sam3-onnx[toy]'") from exc
 
 
-def _is_local_build(folder: Path) -> bool:
+def _mark(folder: Path, name: str) -> None:
+    """Record, inside a finished build, its final folder name and every file it holds."""
+    files = sorted(p.name for p in folder.iterdir())
+    (folder / MARKER).write_text(json.dumps({"folder": name, "files": files}), encoding="utf-8")
+
+
+def _is_our_untouched_build(folder: Path) -> bool:
+    """A build this module made, under its own name, with nothing added or removed."""
+    if not re.fullmatch(f"[0-9a-f]{{{DIGEST_CHARS}}}", folder.name) or folder.is_symlink():
+        return False
     try:
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        mark = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        present = sorted(p.name for p in folder.iterdir() if p.name != MARKER)
+        plain = all(p.is_file() and not p.is_symlink() for p in folder.iterdir())
     except (OSError, ValueError):
         return False
-    return isinstance(manifest, dict) and bool(manifest.get("source", {}).get("toy"))
+    return (isinstance(mark, dict) and mark.get("folder") == folder.name
+            and mark.get("files") == present and plain)
 
 
 def local_bundle_dir(spec: BundleSpec, root: Path | str | None = None) -> Path:
@@ -76,6 +94,7 @@ def build_local_bundle(spec: BundleSpec, root: Path | str | None = None) -> Path
         raise Sam3OnnxError(f"Cannot write the {spec.title} into {folder.parent}: {exc}") from exc
     try:
         module.build(tmp)
+        _mark(tmp, folder.name)
         try:
             tmp.rename(folder)
         except OSError:
@@ -90,8 +109,7 @@ def build_local_bundle(spec: BundleSpec, root: Path | str | None = None) -> Path
 
 
 def _remove_stale(current: Path) -> None:
-    """Remove builds of older definitions beside ``current`` (toy manifests only)."""
+    """Remove builds of older definitions beside ``current`` (untouched builds of ours only)."""
     for other in current.parent.iterdir():
-        if other != current and not other.name.startswith(".") and other.is_dir() \
-                and _is_local_build(other):
+        if other != current and other.is_dir() and _is_our_untouched_build(other):
             shutil.rmtree(other, ignore_errors=True)

@@ -1,15 +1,20 @@
-"""A bundle's identity by content: one digest of its graph and weight files.
+"""A bundle's identity by content: one digest of every file its adapter may read.
 
 Embedding-store entries are tied to this digest, so two bundles whose files have the same names
-and sizes but other bytes (a re-export, other weights) never read each other's embeddings, while
-a copy of the same files under another folder name does.
+and sizes but other bytes (a re-export, other weights, another normalisation in
+``constants.json``, another tokenizer) never read each other's embeddings, while a copy of the
+same files under another folder name does. Every file at the top of the folder counts, whatever
+its name (external data may be called anything the graph says, e.g. ``*.weights``), except
+names starting with ``.`` (this module's cache, download records) and documentation no adapter
+reads (``README*``, ``LICENSE*``, ``NOTICE*``, ``*.md``).
 
 Hashing a full bundle (about 3 GB) takes seconds, so each file's SHA-256 is computed once and
-remembered in a small JSON file, keyed by the file's size and modification time (``mtime_ns``):
-beside the files (``<bundle>/.napari-sam3-onnx-digests.json``), or in the plugin's data folder
-when the bundle folder is read-only. A bundle whose ``manifest.json`` records the SHA-256 of a
-file (nso-sam3 exports) is not hashed for that file at all; the recorded value is used when the
-recorded size matches the file's and the file is not newer than the manifest.
+remembered in a small JSON file, keyed by what no user-space tool can set back: the file's size,
+modification time, status-change time (``st_ctime_ns``, which ``touch -r`` or ``os.utime``
+cannot restore: the kernel sets it on every change), inode and device. The cache lives beside
+the files (``<bundle>/.napari-sam3-onnx-digests.json``), or in the plugin's data folder when the
+bundle folder is read-only. A SHA-256 written in ``manifest.json`` is never taken instead of
+the file's own: the file may have changed after the manifest was written.
 """
 
 from __future__ import annotations
@@ -24,31 +29,20 @@ from napari_sam3_onnx.models.atomic import write_atomically
 from napari_sam3_onnx.models.hashing import sha256_file
 from napari_sam3_onnx.models.registry import home_dir
 
-#: Files that decide what the graphs compute (graphs, external weights, constants).
-WEIGHT_FILE = re.compile(r".*(\.onnx|\.onnx[._]data|\.data|\.bin|\.npz)$")
+#: Files no adapter reads: left out of the identity (a note added to a bundle changes nothing).
+NOT_READ = re.compile(r"(\..*|(readme|licen[cs]e|notice)(\..*)?|.*\.md)", re.IGNORECASE)
 CACHE_NAME = ".napari-sam3-onnx-digests.json"
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 def weight_files(folder: Path) -> list[Path]:
-    """The bundle's graph and weight files, sorted by name."""
-    return sorted(p for p in folder.iterdir() if p.is_file() and WEIGHT_FILE.match(p.name))
+    """Every file of the bundle an adapter may read (graphs, weights, constants, tokenizer...).
 
-
-def _manifest_hashes(folder: Path) -> tuple[dict[str, tuple[int, str]], int]:
-    """``name -> (bytes, sha256)`` recorded in ``manifest.json``, and its ``mtime_ns``.
-
-    Empty (and 0) if there is no readable manifest with hashes.
+    Sorted by name; links are followed (a downloaded bundle links into the Hugging Face cache).
     """
-    path = folder / "manifest.json"
-    try:
-        files = json.loads(path.read_text(encoding="utf-8"))["files"]
-        recorded = {str(n): (int(v["bytes"]), str(v["sha256"]).lower())
-                    for n, v in files.items() if isinstance(v, dict)
-                    and re.fullmatch(r"[0-9a-fA-F]{64}", str(v.get("sha256")))}
-        return recorded, path.stat().st_mtime_ns
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}, 0
+    return sorted(p for p in folder.iterdir() if p.is_file() and not NOT_READ.fullmatch(p.name))
+
+
 
 
 def _cache_paths(folder: Path) -> list[Path]:
@@ -78,32 +72,32 @@ def _write_cache(paths: list[Path], files: dict[str, dict]) -> None:
             continue
 
 
-def file_hashes(folder: Path | str) -> dict[str, str]:
-    """``name -> sha256`` of the bundle's weight files, hashing only what no record covers.
+def _stamp(path: Path) -> dict[str, int]:
+    """What changes whenever the file's bytes do (ctime included: no tool can set it back)."""
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
+            "inode": st.st_ino, "device": st.st_dev}
 
-    A file is hashed again when its size or ``mtime_ns`` differ from the cached ones. A
-    manifest's record is used for a file of the recorded size that is not newer than the
-    manifest (a file replaced after the export is hashed).
+
+def file_hashes(folder: Path | str) -> dict[str, str]:
+    """``name -> sha256`` of the bundle's files (:func:`weight_files`), hashing what changed.
+
+    A file is hashed again unless its size, ``mtime_ns``, ``ctime_ns``, inode and device all
+    equal the cached ones.
     """
     folder = Path(folder)
-    recorded, manifest_mtime = _manifest_hashes(folder)
     paths = _cache_paths(folder)
     cache = _read_cache(paths)
     out: dict[str, str] = {}
     changed = False
     for path in weight_files(folder):
-        st = path.stat()
-        rec = recorded.get(path.name)
-        if rec is not None and rec[0] == st.st_size and st.st_mtime_ns <= manifest_mtime:
-            out[path.name] = rec[1]
-            continue
+        stamp = _stamp(path)
         hit = cache.get(path.name)
-        if hit and hit.get("size") == st.st_size and hit.get("mtime_ns") == st.st_mtime_ns:
+        if hit and all(hit.get(k) == v for k, v in stamp.items()) and hit.get("sha256"):
             out[path.name] = str(hit["sha256"])
             continue
         out[path.name] = sha256_file(path)
-        cache[path.name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                            "sha256": out[path.name]}
+        cache[path.name] = {**stamp, "sha256": out[path.name]}
         changed = True
     if changed:
         _write_cache(paths, {n: v for n, v in cache.items() if n in out})
@@ -111,7 +105,7 @@ def file_hashes(folder: Path | str) -> dict[str, str]:
 
 
 def bundle_digest(folder: Path | str) -> str:
-    """One digest of the names and contents of the bundle's weight files.
+    """One digest of the names and contents of the bundle's files (:func:`weight_files`).
 
     Returns
     -------

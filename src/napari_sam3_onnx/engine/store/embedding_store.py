@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from napari_sam3_onnx.engine.store import files as sf
+from napari_sam3_onnx.engine.store.entries import SPEC_KEY, entry_spec, read_arrays
 from napari_sam3_onnx.engine.store.keys import (
     BundleTag,
     EntryKey,
@@ -52,7 +53,7 @@ from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 __all__ = [
     "BundleTag", "EmbeddingStore", "EntryKey", "EntryStatus", "StoreError", "StoreMismatchError",
-    "fingerprint", "safe_name",
+    "fingerprint", "read_arrays", "safe_name",
 ]
 
 FORMAT = "napari-sam3-onnx embedding store"
@@ -103,24 +104,6 @@ def describe(meta: Mapping) -> str:
     weights = str(b.get("weights", "?"))
     return (f"bundle {b.get('id', '?')!r} ({b.get('layout', '?')}, weights {weights[:15]}..., "
             f"{meta.get('precision', '?')})")
-
-
-def read_arrays(group, meta: Mapping) -> dict[str, np.ndarray] | None:
-    """An entry's features as stored, or None if one is missing, misshapen or fails its checksum."""
-    try:
-        out = {}
-        records = meta["arrays"]
-        if len(records) != len(meta["features"]):
-            return None
-        for i, ((name, _), rec) in enumerate(zip(meta["features"], records, strict=True)):
-            arr = np.asarray(group[f"f{i}"][...])
-            if (list(arr.shape) != list(rec["shape"]) or arr.dtype.str != rec["dtype"]
-                    or sf.checksum(arr) != rec[sf.CHECKSUM]):
-                return None
-            out[name] = arr
-        return out
-    except Exception:  # a lost array or chunk file, damaged metadata, a failed decompression
-        return None
 
 
 class EmbeddingStore:
@@ -199,6 +182,7 @@ class EmbeddingStore:
         if int(meta.get("version", 0)) > VERSION:
             raise StoreError(f"{self.path} was written by a newer napari-sam3-onnx "
                              f"(format {meta.get('version')}); update the plugin to read it.")
+        self._spec = meta.get(SPEC_KEY)
         return meta
 
     def _count(self) -> int:
@@ -290,7 +274,7 @@ class EmbeddingStore:
             state = self._state(group, meta, key)
             if state is not EntryStatus.COMPLETE:
                 return state, meta, None
-            stored = read_arrays(group, meta)
+            stored = read_arrays(group, meta, self._spec)
             if stored is not None:
                 return state, meta, stored
         return EntryStatus.CORRUPT, meta, None
@@ -370,16 +354,29 @@ class EmbeddingStore:
                 array[...] = arr
                 records.append({"shape": list(arr.shape), "dtype": arr.dtype.str,
                                 sf.CHECKSUM: sf.checksum(arr)})
-            group.attrs[ENTRY_KEY] = {**meta, "arrays": records, "complete": True}
+            meta = {**meta, "arrays": records, "complete": True}
+            group.attrs[ENTRY_KEY] = meta
             sf.place(tmp, folder / slice_name)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         with self._lock:
             self.writes += 1
+        if self._spec is None:
+            self._record_spec(entry_spec(meta))
         features = {n: stored[n].astype(np.asarray(a).dtype, copy=False)
                     for n, a in embedding.features.items()}
         return Embedding(features, embedding.input_size, embedding.image_shape)
+
+    def _record_spec(self, spec: dict) -> None:
+        """Record in the root what this bundle's entries look like (once, from a real one)."""
+        import zarr
+
+        current = dict(zarr.open_group(str(self.path), mode="r", zarr_format=3)
+                       .attrs.get(ROOT_KEY) or {})
+        if current.get("format") == FORMAT and SPEC_KEY not in current:
+            sf.replace_node_metadata(self.path, {ROOT_KEY: {**current, SPEC_KEY: spec}})
+        self._spec = current.get(SPEC_KEY, spec)
 
     # ---- listing ----------------------------------------------------------------------------
     def prepare(self, images: Sequence[str]) -> None:

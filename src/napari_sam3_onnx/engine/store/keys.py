@@ -2,7 +2,7 @@
 
 These values make up an entry's signature in :class:`~.store.EmbeddingStore`; two entries are
 interchangeable only when every part is equal. The bundle is identified by the content of its
-graph and weight files (:func:`~.bundle_digest.bundle_digest`), not by its folder's name.
+files (:func:`~.bundle_digest.bundle_digest`), not by its folder's name.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ class BundleTag:
     layout : str
         The adapter's layout id.
     weights : str
-        Digest of the names and contents of the bundle's graph and weight files.
+        Digest of the names and contents of the bundle's files (graphs, weights, constants,
+        tokenizer: every file an adapter may read).
     """
 
     id: str
@@ -71,8 +72,8 @@ class BundleTag:
     def for_folder(cls, folder: Path | str, layout: str, bundle_id: str | None = None) -> BundleTag:
         """The tag of a bundle folder, by the content of its files.
 
-        The first call hashes the weights (seconds for a full bundle) unless ``manifest.json``
-        records their SHA-256; later calls read the cached digests.
+        The first call hashes every file an adapter may read (seconds for a full bundle);
+        later calls read the cached digests of the files that did not change.
         """
         folder = Path(folder)
         return cls(bundle_id or folder.name, layout, bundle_digest(folder))

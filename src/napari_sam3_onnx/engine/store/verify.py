@@ -7,6 +7,7 @@ store's root, and every array is read back and compared with its recorded checks
 from __future__ import annotations
 
 import enum
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,8 +20,23 @@ from napari_sam3_onnx.engine.store.embedding_store import (
     ROOT_KEY,
     StoreError,
     describe,
-    read_arrays,
 )
+from napari_sam3_onnx.engine.store.entries import SPEC_KEY, meta_problem, read_arrays, spec_problem
+
+#: Names of slice entries (:attr:`~.keys.EntryKey.path`): ``plane`` or ``00003-00001``, with
+#: ``_r<r0>-<c0>-<r1>-<c1>`` for a tile.
+ENTRY_NAME = re.compile(r"(plane|\d+(-\d+)*)(_r\d+-\d+-\d+-\d+)?")
+
+
+def is_entry_folder(path: Path) -> bool:
+    """Whether ``path`` (a folder in an image group) was written as a slice entry.
+
+    Its name has the entries' form and it holds zarr metadata or feature arrays (``f0``...);
+    anything else (a folder of the user's) is not the store's and is never removed.
+    """
+    if not ENTRY_NAME.fullmatch(path.name):
+        return False
+    return (path / "zarr.json").is_file() or (path / "f0").is_dir()
 
 
 class EntryState(enum.StrEnum):
@@ -109,9 +125,24 @@ def check_entry(folder: Path, root: Mapping) -> tuple[EntryState, str]:
                        ("precision", root.get("precision"))):
         if sig.get(name) != want:
             return EntryState.FOREIGN, f"{name} {sig.get(name)!r}, the store's is {want!r}"
+    problem = meta_problem(meta) or spec_problem(meta, root.get(SPEC_KEY)) or _place_problem(
+        folder.name, sig)
+    if problem:
+        return EntryState.CORRUPT, problem
     if read_arrays(group, meta) is None:
         return EntryState.CORRUPT, "an array is missing or fails its checksum"
     return EntryState.OK, ""
+
+
+def _place_problem(name: str, sig: Mapping) -> str | None:
+    """Whether the entry's signature names the slice (and tile) its folder name says."""
+    index, _, region = name.partition("_r")
+    want = [] if index == "plane" else [int(i) for i in index.split("-")]
+    tile = [int(v) for v in region.split("-")] if region else None
+    if sig.get("index") != want or sig.get("region") != tile:
+        return (f"made for slice {sig.get('index')} (tile {sig.get('region')}), but kept as "
+                f"{name}")
+    return None
 
 
 def verify_store(path: Path | str, repair: bool = False) -> StoreCheck:
@@ -142,7 +173,7 @@ def verify_store(path: Path | str, repair: bool = False) -> StoreCheck:
             if sf.is_leftover(p.name):
                 found.append((p, EntryCheck(name, EntryState.INCOMPLETE,
                                             "left by an interrupted writer")))
-            elif not p.name.startswith("."):
+            elif is_entry_folder(p):
                 found.append((p, EntryCheck(name, *check_entry(p, root))))
     report.entries = [check for _, check in found]
     if repair:
