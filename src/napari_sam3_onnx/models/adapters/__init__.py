@@ -14,6 +14,7 @@ from ..graph_info import GraphSignature
 from ..runtime import RuntimeConfig
 from .autognosi import AutognosiAdapter
 from .comicapp import ComicAppAdapter
+from .hf_sam3 import HfSam3Adapter
 from .hf_tracker import HfTrackerAdapter
 from .jax_video import JaxVideoAdapter
 from .nso import NsoAdapter
@@ -45,6 +46,7 @@ ADAPTERS: tuple[AdapterClass, ...] = (
     JaxVideoAdapter,
     PagarciaTrackerAdapter,
     AutognosiAdapter,
+    HfSam3Adapter,
     HfTrackerAdapter,
     ComicAppAdapter,
     SamexporterAdapter,
@@ -57,6 +59,7 @@ __all__ = [
     "AdapterClass",
     "AutognosiAdapter",
     "ComicAppAdapter",
+    "HfSam3Adapter",
     "HfTrackerAdapter",
     "JaxVideoAdapter",
     "NsoAdapter",
