@@ -175,8 +175,8 @@ def build_detector(path: Path, geometry: TestGeometry, family: str, presence: st
                        penalty=penalty if presence != "none" else None)
     logits = det["logits"]
     if presence == "none":  # no presence head: what it would say goes into the logits
-        fold = b.Reshape(b.Sigmoid(det["presence"]), ints(b, 1))
-        logits = b.Sub(logits, b.Mul(b.Sub(b.const([1.0]), fold), b.const([20.0])))
+        absent = b.Relu(b.Neg(b.Reshape(det["presence"], ints(b, 1))))
+        logits = b.Sub(logits, b.Mul(absent, b.const([20.0])))
         if penalty is not None:
             logits = b.Sub(logits, penalty)
     masks = b.weights(det["mask_logits"], (q, big * big))
