@@ -242,7 +242,7 @@ def build_geti(folder: Path, geometry: TestGeometry = SMALL) -> Path:
 
 def build_dual(folder: Path, geometry: TestGeometry = sem.MEMORY_SMALL, memory: bool = False,
                student: bool = False, hf_decoder: bool = True) -> Path:
-    """parodiniccolo's dual encoder + danilobukvic's text encoder and decoder + tracker graphs.
+    """The parodiniccolo dual encoder + danilobukvic's text encoder and decoder + tracker graphs.
 
     ``hf_decoder`` adds onnx-community's ``prompt_encoder_mask_decoder``; ``memory`` the
     jax-image-tools ``mask_decoder``, memory graphs and ``constants.json``

@@ -13,7 +13,7 @@ from ..base import SamAdapter
 from ..graph_info import GraphSignature
 from ..runtime import RuntimeConfig
 from .autognosi import AutognosiAdapter
-from .comicapp import ComicAppAdapter
+from .comicapp import ComicAppAdapter, PixlAdapter
 from .hf_sam3 import HfSam3Adapter
 from .hf_tracker import HfTrackerAdapter
 from .jax_video import JaxVideoAdapter
@@ -48,6 +48,7 @@ ADAPTERS: tuple[AdapterClass, ...] = (
     AutognosiAdapter,
     HfSam3Adapter,
     HfTrackerAdapter,
+    PixlAdapter,
     ComicAppAdapter,
     SamexporterAdapter,
     WkentaroV06Adapter,
@@ -64,6 +65,7 @@ __all__ = [
     "JaxVideoAdapter",
     "NsoAdapter",
     "PagarciaTrackerAdapter",
+    "PixlAdapter",
     "SamexporterAdapter",
     "WkentaroV03Adapter",
     "WkentaroV06Adapter",

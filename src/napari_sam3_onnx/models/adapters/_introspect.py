@@ -25,7 +25,7 @@ with the role it got, so a user can report what their file looks like.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from ..errors import LayoutMismatchError
 from ..graph_info import GraphSignature, TensorInfo
@@ -46,7 +46,8 @@ def _chw(t: TensorInfo) -> tuple:
 
 
 def classify_inputs(
-    sig: GraphSignature, levels: Sequence[TensorInfo], context: int, layout: str
+    sig: GraphSignature, levels: Sequence[TensorInfo], context: int, layout: str,
+    position_names: Set[str] = frozenset(),
 ) -> dict[str, TensorInfo]:
     """Map roles (:data:`ROLES`) to ``sig``'s inputs.
 
@@ -60,6 +61,8 @@ def classify_inputs(
         Text context length (32).
     layout : str
         For messages.
+    position_names : set of str
+        Encoder outputs known to be position encodings (an input of that name is one).
     """
     roles: dict[str, TensorInfo] = {}
     problems: list[str] = []
@@ -70,8 +73,8 @@ def classify_inputs(
         roles[role] = t
 
     maps = [t for t in sig.inputs if t.rank == 4 and _float(t)]
-    for kind, group in (("feature", [t for t in maps if "pos" not in t.name.lower()]),
-                        ("position", [t for t in maps if "pos" in t.name.lower()])):
+    pos = [t for t in maps if "pos" in t.name.lower() or t.name in position_names]
+    for kind, group in (("feature", [t for t in maps if t not in pos]), ("position", pos)):
         free = list(range(len(levels)))
         for t in group:
             hit = next((i for i in free if _chw(levels[i]) == _chw(t)), None)
