@@ -153,5 +153,5 @@ def test_tracker_graphs_of_another_geometry_are_refused_by_name(tmp_path):
     hf.build_encoder(folder / hf.DUAL_ENCODER, SMALL, "hf", tracker=True)  # another grid
     hf.build_detector(folder / hf.DANI[2], SMALL, "hf", presence="none")
     (folder / "prompt_encoder_mask_decoder.onnx").unlink()
-    with pytest.raises(LayoutMismatchError, match="feats0.*image_embeddings.0"):
+    with pytest.raises(LayoutMismatchError, match=r"feats0.*image_embeddings\.0"):
         open_bundle(folder)

@@ -65,5 +65,5 @@ def test_ambiguous_levels_without_readable_nodes_are_refused(tmp_path, monkeypat
     from napari_sam3_onnx.models.adapters import _levels
 
     monkeypatch.setattr(_levels, "constant_outputs", lambda sig: None)
-    with pytest.raises(LayoutMismatchError, match="output_5.*matches none of the encoder"):
+    with pytest.raises(LayoutMismatchError, match=r"output_5.*matches none of the encoder"):
         open_bundle(build_pixl(tmp_path))

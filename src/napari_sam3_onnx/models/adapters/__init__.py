@@ -20,7 +20,7 @@ from .jax_video import JaxVideoAdapter
 from .nso import NsoAdapter
 from .pagarcia import PagarciaTrackerAdapter
 from .samexporter import SamexporterAdapter
-from .wkentaro import WkentaroV03Adapter, WkentaroV06Adapter
+from .wkentaro import WkentaroV02Adapter, WkentaroV03Adapter, WkentaroV06Adapter
 
 
 class AdapterClass(Protocol):
@@ -53,6 +53,7 @@ ADAPTERS: tuple[AdapterClass, ...] = (
     SamexporterAdapter,
     WkentaroV06Adapter,
     WkentaroV03Adapter,
+    WkentaroV02Adapter,
 )
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "PagarciaTrackerAdapter",
     "PixlAdapter",
     "SamexporterAdapter",
+    "WkentaroV02Adapter",
     "WkentaroV03Adapter",
     "WkentaroV06Adapter",
 ]
