@@ -36,7 +36,7 @@ from ..runtime import LazySession, RuntimeConfig
 from . import _assumptions as asm
 from . import _memory as mem
 from . import _tracker_util as tu
-from ._common import spatial_size
+from ._common import fixed_dim, spatial_size
 from ._jax_memory import JaxMemory
 from ._levels import EncoderOutputs
 from ._padding import decide_padding
@@ -116,7 +116,7 @@ class Tracker:
     rename: dict[str, str]
     no_mem: np.ndarray | None
     notes: dict[str, tuple[str, str]]
-    sessions: tuple[object, ...]
+    sessions: tuple[tu.Closable | None, ...]
 
     def features(self, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The encoder's outputs under the tracker graphs' names."""
@@ -177,7 +177,8 @@ def _jax_tracker(graphs: Mapping[str, GraphSignature], enc: GraphSignature,
     consts = _constants(enc.path.parent, layout)
     key = next((k for k in NO_MEM_EMBED_KEYS if k in consts), None)
     top = enc.output(EMBEDDINGS[2])
-    channels, grid = int(top.shape[1]), spatial_size(top, layout, enc.path.name)
+    channels = fixed_dim(top, 1, layout, enc.path.name)
+    grid = spatial_size(top, layout, enc.path.name)
     no_mem = None if key is None else np.asarray(consts[key], np.float32).reshape(1, -1, 1, 1)
     if no_mem is not None and no_mem.shape[1] != channels:
         raise LayoutMismatchError(layout, "constants.json", f"{key} has {no_mem.shape[1]} "
@@ -202,7 +203,7 @@ def _jax_tracker(graphs: Mapping[str, GraphSignature], enc: GraphSignature,
         "normalisation of the tracker": ("the dual encoder's (constants.json image_mean/std "
                                          "belong to the jax vision encoder, not used)", "folder"),
     }
-    sessions: list[object] = [session]
+    sessions: list[tu.Closable | None] = [session]
     memory, position = None, None
     if "memory_attention" in graphs and "memory_encoder" in graphs:
         memory, position = _jax_memory(graphs, enc, outputs, consts, config, layout, constant,
