@@ -50,6 +50,8 @@ from .semantics import brightness_flat, feature_map, gray01_from_normalised
 
 TEXT_CHANNELS = 4
 DUAL_ENCODER = "sam3_vision_dual_q4f16.onnx"
+#: A student in the dual encoder's place (no such export is published; the name says what it is).
+STUDENT_ENCODER = "efficientsam3_student_vision_dual.onnx"
 DANI = ("vision_encoder.onnx", "text_encoder.onnx", "decoder.onnx")
 WWWW = ("vision_fp16.onnx", "text_fp16.onnx", "detector.onnx")
 GETI = ("vision-encoder.onnx", "text-encoder.onnx", "prompt-decoder.onnx",
@@ -255,7 +257,8 @@ def build_dual(folder: Path, geometry: TestGeometry = sem.MEMORY_SMALL, memory: 
         build_jax_video(folder, geometry)
         for name in ("vision_encoder.onnx", "vision_encoder.onnx_data"):
             (folder / name).unlink()
-    build_encoder(folder / DUAL_ENCODER, geometry, "hf", tracker=True, student=student)
+    build_encoder(folder / (STUDENT_ENCODER if student else DUAL_ENCODER), geometry, "hf",
+                  tracker=True, student=student)
     build_text(folder / DANI[1], "hf")
     build_detector(folder / DANI[2], geometry, "hf", presence="none")
     if hf_decoder:
