@@ -155,3 +155,49 @@ def test_tracker_graphs_of_another_geometry_are_refused_by_name(tmp_path):
     (folder / "prompt_encoder_mask_decoder.onnx").unlink()
     with pytest.raises(LayoutMismatchError, match=r"feats0.*image_embeddings\.0"):
         open_bundle(folder)
+
+
+def test_fetch_assembles_the_public_mission_folder_from_three_repositories(tmp_path):
+    from fake_hub import FakeHub
+    from napari_sam3_onnx.models.bundle_spec import BundleSpec
+    from napari_sam3_onnx.models.download import download_bundle
+    from napari_sam3_onnx.models.hub_fetch import hub_location
+    from napari_sam3_onnx.models.known_bundles import CLIP_BPE
+    from napari_sam3_onnx.models.registry import get_bundle
+
+    built = hf.build_dual(tmp_path / "built", memory=True, mission=True)
+    spec = get_bundle("public-mission")
+    spec = BundleSpec(**{**vars(spec), "files": tuple(f for f in spec.files if f != CLIP_BPE)})
+    assert {f.name for f in spec.files} == {p.name for p in built.iterdir()}
+    hub = FakeHub()
+    try:
+        for f in spec.files:
+            repo, revision, path = hub_location(f.url)
+            hub.files[f"/{repo}/resolve/{revision}/{path}"] = (built / f.name).read_bytes()
+        folder = download_bundle(spec, dest=tmp_path / "fetched", endpoint=hub.endpoint,
+                                 retry_wait=0)
+    finally:
+        hub.close()
+    repos = {hub_location(f.url)[0] for f in spec.files}
+    assert repos == {"parodiniccolo/sam3-dual-webgpu", "danilobukvic/sam3-text-onnx",
+                     "jax-image-tools/sam3-video-onnx"}
+    adapter = open_bundle(folder)
+    assert adapter.layout == "hf-sam3" and adapter.capabilities == TRACK | {C.MEMORY}
+    assert {c.value for c in adapter.capabilities} == get_bundle("public-mission").capabilities
+    check_instances(adapter.concept_detector.detect(adapter.encode(RGB), words(adapter)),
+                    INSTANCES, SHAPE)
+
+
+def test_memory_graphs_without_an_encoder_position_encoding_are_left_out_and_said(tmp_path):
+    import shutil
+
+    from napari_sam3_onnx.testing.memory import MEMORY_SMALL
+
+    folder = hf.build_wwww(tmp_path / "wwww", MEMORY_SMALL)
+    jax = build_jax_video(tmp_path / "jax")
+    for name in ("mask_decoder.onnx", "memory_attention.onnx", "memory_encoder.onnx",
+                 "constants.json"):
+        shutil.copy(jax / name, folder / name)
+    adapter = open_bundle(folder)
+    assert adapter.capabilities == TRACK  # clicks through the jax mask decoder, no memory
+    assert "does not emit" in adapter.assumptions()["memory"][0]

@@ -54,6 +54,8 @@ DUAL_ENCODER = "sam3_vision_dual_q4f16.onnx"
 STUDENT_ENCODER = "efficientsam3_student_vision_dual.onnx"
 DANI = ("vision_encoder.onnx", "text_encoder.onnx", "decoder.onnx")
 WWWW = ("vision_fp16.onnx", "text_fp16.onnx", "detector.onnx")
+#: danilobukvic's int4 text encoder and decoder as the public-mission entry names them.
+MISSION_FILES = ("text_encoder_int4.onnx", "decoder_int4.onnx")
 GETI = ("vision-encoder.onnx", "text-encoder.onnx", "prompt-decoder.onnx",
         "geometry-encoder.onnx")
 
@@ -78,11 +80,13 @@ def _sizes(geometry: TestGeometry) -> list[int]:
 
 
 def build_encoder(path: Path, geometry: TestGeometry, family: str, tracker: bool = False,
-                  no_mem_bias: float = sem.NO_MEM_BIAS, student: bool = False) -> Path:
+                  no_mem_bias: float = sem.NO_MEM_BIAS, student: bool = False,
+                  data: str | None = None) -> Path:
     """The detector (and, with ``tracker``, dual) image encoder.
 
     ``student`` builds it as a small student would be: 1 x 1 and 3 x 3 convolutions (SAM 3's
-    encoder tensors from other arithmetic, the same brightness to a few 1e-7).
+    encoder tensors from other arithmetic, the same brightness to a few 1e-7). ``data`` names
+    the external-data file (default ``<name>_data``).
     """
     s, c, ch = geometry.input_size, geometry.channels[2], geometry.channels
     fp16 = family == "wwww"
@@ -107,7 +111,7 @@ def build_encoder(path: Path, geometry: TestGeometry, family: str, tracker: bool
                 bias[0, 1] = no_mem_bias
                 fmap = b.Add(fmap, b.const(bias))
             b.output(fmap, f"image_embeddings.{i}", dtype, [1, n, size, size])
-    return b.save(path, external_data=path.name + "_data")
+    return b.save(path, external_data=data or path.name + "_data")
 
 
 def _student_gray(b: GraphBuilder, x: str, fp16: bool) -> str:
@@ -124,10 +128,10 @@ def _conv_identity(b: GraphBuilder, x: str, channels: int) -> str:
     return b.Conv(x, b.const(w), pads=[1, 1, 1, 1])
 
 
-def build_text(path: Path, family: str) -> Path:
+def build_text(path: Path, family: str, external: bool = True) -> Path:
     """The text encoder (``"usls"`` adds a ``text_mask`` bool output, True = token)."""
     if family != "usls":
-        return build_hf_text(path, TEXT_CHANNELS, data=path.name + "_data")
+        return build_hf_text(path, TEXT_CHANNELS, data=path.name + "_data" if external else None)
     build_hf_text(path, TEXT_CHANNELS)
     import onnx
     from onnx import TensorProto, helper
@@ -150,7 +154,8 @@ def _position_penalty(b: GraphBuilder, pos: str, geometry: TestGeometry) -> str:
     return b.Mul(err, b.const([50.0 / s]))
 
 
-def build_detector(path: Path, geometry: TestGeometry, family: str, presence: str) -> Path:
+def build_detector(path: Path, geometry: TestGeometry, family: str, presence: str,
+                   external: bool = True) -> Path:
     """The DETR head; ``presence`` is ``"output"``, ``"none"`` (folded in) or ``"constant"``."""
     levels, c, q = geometry.levels, geometry.channels[2], QUERY_SIDE * QUERY_SIDE
     big = levels[0]
@@ -194,7 +199,7 @@ def build_detector(path: Path, geometry: TestGeometry, family: str, presence: st
     if family == "wwww":
         b.output(b.Reshape(det["pixel"], ints(b, 1, 1, big, big)), "semantic_seg", "float32",
                  [1, 1, big, big])
-    return b.save(path, external_data=path.name + "_data")
+    return b.save(path, external_data=path.name + "_data" if external else None)
 
 
 def build_danilobukvic(folder: Path, geometry: TestGeometry = SMALL) -> Path:
@@ -243,13 +248,16 @@ def build_geti(folder: Path, geometry: TestGeometry = SMALL) -> Path:
 
 
 def build_dual(folder: Path, geometry: TestGeometry = sem.MEMORY_SMALL, memory: bool = False,
-               student: bool = False, hf_decoder: bool = True) -> Path:
+               student: bool = False, hf_decoder: bool = True, mission: bool = False) -> Path:
     """The parodiniccolo dual encoder + danilobukvic's text encoder and decoder + tracker graphs.
 
     ``hf_decoder`` adds onnx-community's ``prompt_encoder_mask_decoder``; ``memory`` the
     jax-image-tools ``mask_decoder``, memory graphs and ``constants.json``
     (:func:`~napari_sam3_onnx.testing.jax_video.build_jax_video`, its vision encoder removed).
     ``student`` makes the encoder a convolutional student (:func:`build_encoder`).
+    ``mission`` writes the files under the names the ``public-mission`` registry entry gives
+    them (:data:`MISSION_FILES`, the encoder's weights in ``.onnx.data``), without the
+    onnx-community decoder.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -257,11 +265,13 @@ def build_dual(folder: Path, geometry: TestGeometry = sem.MEMORY_SMALL, memory: 
         build_jax_video(folder, geometry)
         for name in ("vision_encoder.onnx", "vision_encoder.onnx_data"):
             (folder / name).unlink()
-    build_encoder(folder / (STUDENT_ENCODER if student else DUAL_ENCODER), geometry, "hf",
-                  tracker=True, student=student)
-    build_text(folder / DANI[1], "hf")
-    build_detector(folder / DANI[2], geometry, "hf", presence="none")
-    if hf_decoder:
+    encoder = STUDENT_ENCODER if student else DUAL_ENCODER
+    build_encoder(folder / encoder, geometry, "hf", tracker=True, student=student,
+                  data=encoder + ".data" if mission else None)
+    text, detector = MISSION_FILES if mission else DANI[1:]
+    build_text(folder / text, "hf", external=not mission)
+    build_detector(folder / detector, geometry, "hf", presence="none", external=not mission)
+    if hf_decoder and not mission:
         build_hf_decoder(folder / HF_DECODER, geometry)
     return folder
 

@@ -206,11 +206,18 @@ def _jax_tracker(graphs: Mapping[str, GraphSignature], enc: GraphSignature,
     sessions: list[tu.Closable | None] = [session]
     memory, position = None, None
     if "memory_attention" in graphs and "memory_encoder" in graphs:
-        memory, position = _jax_memory(graphs, enc, outputs, consts, config, layout, constant,
-                                       channels, grid)
-        sessions += [memory.encoder, memory.attention, memory.pointer_encoding]
-        notes["memory position encoding"] = (f"{position} (the detector neck's top-level sine "
-                                             "encoding)", f"{enc.path.name} shapes")
+        pos = _top_position(enc, outputs)
+        if pos is None:  # wW-Ww's vision graph emits no position encoding
+            notes["memory"] = (f"not used: memory attention needs the top-level position "
+                               f"encoding, which {enc.path.name} does not emit",
+                               f"{enc.path.name} outputs")
+        else:
+            memory = _jax_memory(graphs, enc, pos, consts, config, layout, constant, channels,
+                                 grid)
+            position = pos.name
+            sessions += [memory.encoder, memory.attention, memory.pointer_encoding]
+            notes["memory position encoding"] = (f"{position} (the detector neck's top-level "
+                                                 "sine encoding)", f"{enc.path.name} shapes")
     elif "memory_attention" in graphs or "memory_encoder" in graphs:
         raise ModelFileMissingError(enc.path.parent / "memory_encoder.onnx",
                                     "propagation needs both memory graphs")
@@ -218,10 +225,18 @@ def _jax_tracker(graphs: Mapping[str, GraphSignature], enc: GraphSignature,
                    strict=True)), no_mem, notes, tuple(sessions))
 
 
-def _jax_memory(graphs: Mapping[str, GraphSignature], enc: GraphSignature,
-                outputs: EncoderOutputs, consts: dict, config: RuntimeConfig, layout: str,
+def _top_position(enc: GraphSignature, outputs: EncoderOutputs) -> TensorInfo | None:
+    """The encoder's position encoding of ``image_embeddings.2``'s shape (None: none)."""
+    top = enc.output(EMBEDDINGS[2])
+    return next((t for t in [*outputs.positions.values(), *enc.outputs]
+                 if "pos" in t.name.lower() and tuple(t.shape[1:]) == tuple(top.shape[1:])),
+                None)
+
+
+def _jax_memory(graphs: Mapping[str, GraphSignature], enc: GraphSignature, pos: TensorInfo,
+                consts: dict, config: RuntimeConfig, layout: str,
                 constant: Callable[[str], np.ndarray], channels: int, grid: tuple[int, int]
-                ) -> tuple[JaxMemory, str]:
+                ) -> JaxMemory:
     men, att = graphs["memory_encoder"], graphs["memory_attention"]
     for sig, names in ((men, MEMENC_INPUTS), (att, ATTENTION_INPUTS)):
         if missing := sorted(set(names) - sig.input_names):
@@ -237,13 +252,6 @@ def _jax_memory(graphs: Mapping[str, GraphSignature], enc: GraphSignature,
         raise LayoutMismatchError(layout, att.path.name, (
             f"current_vision_features {list(cur.shape)} does not fit image_embeddings.2 "
             f"{list(top.shape)}"))
-    pos = next((t for t in [*outputs.positions.values(), *enc.outputs]
-                if "pos" in t.name.lower() and tuple(t.shape[1:]) == tuple(top.shape[1:])),
-               None)
-    if pos is None:
-        raise LayoutMismatchError(layout, enc.path.name, (
-            f"memory attention needs a position encoding of shape {list(top.shape)}; the "
-            f"encoder emits none"))
     encoder, attention = LazySession(men.path, config), LazySession(att.path, config)
     tpos = np.asarray(consts[TPOS_KEY], np.float32)
     cm = men.output("memory_tokens").shape[-1] if "memory_tokens" in men.output_names else None
@@ -257,5 +265,5 @@ def _jax_memory(graphs: Mapping[str, GraphSignature], enc: GraphSignature,
                                                channels, config, layout),
         position=lambda: constant(pos.name),
     )
-    return memory, pos.name
+    return memory
 
