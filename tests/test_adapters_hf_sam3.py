@@ -201,3 +201,17 @@ def test_memory_graphs_without_an_encoder_position_encoding_are_left_out_and_sai
     adapter = open_bundle(folder)
     assert adapter.capabilities == TRACK  # clicks through the jax mask decoder, no memory
     assert "does not emit" in adapter.assumptions()["memory"][0]
+
+
+def test_inspect_lists_the_composite_roles_and_assumptions(tmp_path, capsys):
+    from napari_sam3_onnx.cli import main
+
+    folder = hf.build_dual(tmp_path / "mission", memory=True, student=True)
+    assert main(["inspect", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "layout:       hf-sam3" in out
+    assert "capabilities: boxes, clicks, encode, memory, text" in out
+    assert "encoder:      EfficientSAM3 student image encoder" in out
+    for line in ("detector roles", "position_2=fpn_position_encoding_2", "tracker",
+                 "no-memory embedding", "memory position encoding", "text mask"):
+        assert line in out, line
