@@ -23,7 +23,7 @@ TRACK = BASE | {C.CLICKS, C.BOXES}
 EXPORTS = {
     "danilobukvic": (hf.build_danilobukvic, BASE),
     "wW-Ww": (hf.build_wwww, TRACK),
-    "geti": (hf.build_geti, BASE),
+    "geti": (hf.build_geti, BASE | {C.EXEMPLARS, C.BOXES}),
     "parodiniccolo+danilobukvic+onnx-community": (hf.build_dual, TRACK),
     "parodiniccolo+danilobukvic+jax-video": (lambda f: hf.build_dual(f, memory=True),
                                              TRACK | {C.MEMORY}),
@@ -81,6 +81,22 @@ def test_constant_presence_is_read_from_the_graph_and_not_multiplied(opened):
     assert (det.scores > 0.5).sum() == len(INSTANCES)
     assert "geometry_features" in adapter.roles and "prompt_mask" in {
         t.name for t in adapter.roles.values()}
+
+
+def test_geti_exemplars_go_through_its_geometry_encoder(opened, monkeypatch):
+    adapter = opened["geti"]
+    assert adapter.geometry.path.name == "geometry-encoder.onnx"
+    assert adapter.concept_detector.max_exemplars is None  # rows are dynamic
+    calls = spy(monkeypatch, adapter.geometry)
+    emb, mid = adapter.encode(RGB), INSTANCES[2]
+    found = adapter.concept_detector.detect(emb, words(adapter), mid.box_cxcywh(SHAPE, 0.6)[None])
+    check_instances(found, [mid], SHAPE)
+    feeds = calls[0][1]
+    np.testing.assert_allclose(feeds["input_boxes"][0, 0], mid.box_cxcywh(SHAPE, 0.6))
+    assert feeds["input_boxes_labels"].tolist() == [[1]] and feeds["input_points"].shape == (1, 0, 2)
+    negative = adapter.concept_detector.detect(emb, words(adapter),
+                                               mid.box_cxcywh(SHAPE, 0.6)[None], np.array([0]))
+    check_instances(negative, [b for b in INSTANCES if b is not mid], SHAPE)
 
 
 def test_danilobukvic_position_encoding_is_fed_from_the_encoder(opened, monkeypatch):

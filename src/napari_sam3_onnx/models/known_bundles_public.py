@@ -129,10 +129,11 @@ _PUBLIC: tuple[BundleSpec, ...] = (
           "is stated two ways (SAM License on the card, Apache-2.0 on the repository); the "
           "stricter one is recorded. No tracker: clicks and propagation need other graphs."),
     _spec("geti-efficientsam3", "EfficientSAM3 text search (Intel Geti, onnx/ folder)",
-          "hf-sam3", (), GETI, {"text"}, "mixed",
+          "hf-sam3", (), GETI, {"text", "exemplars", "boxes"}, "mixed",
           "The onnx/ folder holds vision-encoder, text-encoder, geometry-encoder(-exemplar) "
           "and prompt-decoder graphs per student (EfficientViT-B1, RepViT-M1.1); the exact "
           "file paths could not be read, so download the folder by hand (hf download "
           f"{GETI} --include 'onnx/*'). Its presence_logits is a constant in the graph and "
-          "is not used; text scoring only. Card: 634 ms int8 on a desktop CPU."),
+          "is not used. Exemplar boxes go through the geometry encoder (its -exemplar variant when "
+          "both are there). Card: 634 ms int8 on a desktop CPU."),
 )

@@ -49,6 +49,8 @@ from .jax_video import build_jax_video
 from .semantics import brightness_flat, feature_map, gray01_from_normalised
 
 TEXT_CHANNELS = 4
+#: Width of the toy geometry rows: cx, cy, w, h, label, 0.
+GEO_CHANNELS = 6
 DUAL_ENCODER = "sam3_vision_dual_q4f16.onnx"
 #: A student in the dual encoder's place (no such export is published; the name says what it is).
 STUDENT_ENCODER = "efficientsam3_student_vision_dual.onnx"
@@ -173,13 +175,23 @@ def build_detector(path: Path, geometry: TestGeometry, family: str, presence: st
         mask = b.input("attention_mask", I64, [1, CONTEXT])
     else:
         mask = b.input("text_mask", "bool", [1, CONTEXT])
-    if family == "usls":  # a valid geometry row would change the search: penalised
-        b.input("prompt_features", "float32", [1, "num_prompts", TEXT_CHANNELS])
-        valid = b.Cast(b.input("prompt_mask", "bool", [1, "num_prompts"]), to=1)
-        rows = b.Mul(b.ReduceSum(b.Reshape(valid, ints(b, -1)), keepdims=1), b.const([50.0]))
-        penalty = rows if penalty is None else b.Add(penalty, rows)
+    exemplars = None
+    if family == "usls":  # geometry rows are exemplar slots (see build_geometry_encoder)
+        rows = b.Reshape(b.input("prompt_features", "float32", [1, "num_prompts", GEO_CHANNELS]),
+                         ints(b, -1, GEO_CHANNELS))
+        valid = b.Cast(b.Reshape(b.input("prompt_mask", "bool", [1, "num_prompts"]),
+                                 ints(b, -1)), to=1)
+        boxes = b.Slice(rows, ints(b, 0), ints(b, 4), ints(b, 1))
+        labels = b.Reshape(b.Slice(rows, ints(b, 4), ints(b, 5), ints(b, 1)), ints(b, -1))
+        exemplars = (boxes, labels, b.Sub(b.const(1.0), valid))
+        # a row marked valid with no box (a text-only search sent with the wrong polarity)
+        area = b.Reshape(b.Mul(b.Slice(boxes, ints(b, 2), ints(b, 3), ints(b, 1)),
+                               b.Slice(boxes, ints(b, 3), ints(b, 4), ints(b, 1))), ints(b, -1))
+        empty = b.Mul(valid, b.Cast(b.LessOrEqual(area, b.const(0.0)), to=1))
+        bad = b.Mul(b.ReduceSum(empty, keepdims=1), b.const([50.0]))
+        penalty = bad if penalty is None else b.Add(penalty, bad)
     det = toy_detector(b, brightness_flat(b, fpn0, big), hf_text_level(b, feat, mask), big,
-                       penalty=penalty if presence != "none" else None)
+                       exemplars=exemplars, penalty=penalty if presence != "none" else None)
     logits = det["logits"]
     if presence == "none":  # no presence head: what it would say goes into the logits
         absent = b.Relu(b.Neg(b.Reshape(det["presence"], ints(b, 1))))
@@ -230,21 +242,32 @@ def build_geti(folder: Path, geometry: TestGeometry = SMALL) -> Path:
     build_encoder(folder / GETI[0], geometry, "usls")
     build_text(folder / GETI[1], "usls")
     build_detector(folder / GETI[2], geometry, "usls", presence="constant")
+    build_geometry_encoder(folder / GETI[3], geometry)
+    return folder
+
+
+def build_geometry_encoder(path: Path, geometry: TestGeometry) -> Path:
+    """``geometry-encoder``: one row per box, ``cx, cy, w, h, label`` (+ 0), mask True = valid.
+
+    The box rows are zeroed unless ``fpn_pos_2`` is the right encoding (so the adapter must feed
+    it), and a label of -10 (Hugging Face's padding) marks a row invalid.
+    """
     c, g = geometry.channels[2], geometry.grid
     b = GraphBuilder("geometry_encoder")
-    feat = b.input("fpn_feat_2", "float32", [1, c, g, g])
-    b.input("fpn_pos_2", "float32", [1, c, g, g])
-    boxes = b.input("input_boxes", "float32", [1, "n", 4])
-    b.input("input_boxes_labels", I64, [1, "n"])
+    b.input("fpn_feat_2", "float32", [1, c, g, g])
+    pos = b.input("fpn_pos_2", "float32", [1, c, g, g])
+    boxes = b.Reshape(b.input("input_boxes", "float32", [1, "n", 4]), ints(b, -1, 4))
+    labels = b.Cast(b.Reshape(b.input("input_boxes_labels", I64, [1, "n"]), ints(b, -1, 1)),
+                    to=1)
     b.input("input_points", "float32", [1, "m", 2])
     b.input("input_points_labels", I64, [1, "m"])
-    row = b.ReduceMean(feat, ints(b, 2, 3), keepdims=0)  # [1, c]
-    b.output(b.Unsqueeze(b.Slice(row, ints(b, 0), ints(b, TEXT_CHANNELS), ints(b, 1)),
-                         ints(b, 1)), "geometry_features", "float32", [1, 1, TEXT_CHANNELS])
-    b.output(b.Cast(b.ReduceSum(boxes, ints(b, 2), keepdims=0), to=9), "geometry_mask",
-             "bool", [1, "n"])
-    b.save(folder / GETI[3])
-    return folder
+    right = b.Cast(b.Less(_position_penalty(b, pos, geometry), b.const([0.01])), to=1)
+    rows = b.Mul(b.Concat(boxes, labels, b.Mul(labels, b.const(0.0)), axis=1), right)
+    b.output(b.Unsqueeze(rows, ints(b, 0)), "geometry_features", "float32",
+             [1, "n", GEO_CHANNELS])
+    valid = b.Not(b.Equal(b.Reshape(labels, ints(b, 1, -1)), b.const(-10.0)))
+    b.output(valid, "geometry_mask", "bool", [1, "n"])
+    return b.save(path)
 
 
 def build_dual(folder: Path, geometry: TestGeometry = sem.MEMORY_SMALL, memory: bool = False,

@@ -114,6 +114,9 @@ class ComicDetector:
     positions: Mapping[int, str] | None = None
     #: A second text output (e.g. ``language_embeds``) for a ``text_embeds`` input.
     embeds_out: str | None = None
+    #: Runs a geometry encoder on exemplar boxes ``(K, 4)`` cxcywh and labels ``(K,)``; returns
+    #: the feeds of the detector's ``geometry_features`` / ``geometry_mask`` (None: no encoder).
+    geometry: Callable[[Embedding, np.ndarray, np.ndarray], dict[str, np.ndarray]] | None = None
 
     @property
     def mask_size(self) -> tuple[int, int]:
@@ -125,7 +128,7 @@ class ComicDetector:
     def max_exemplars(self) -> int | None:
         """Exemplar slots of the exemplar graph (0: none; None: dynamic)."""
         if self.exemplar_role is None:
-            return 0
+            return None if self.geometry is not None else 0
         info = self.prompts[self.exemplar_role][1]["box_coords"]
         return slot_count(info, 1 if batch_first(info) else 0)
 
@@ -156,9 +159,10 @@ class ComicDetector:
     ) -> Detections:
         """Detect the concept; exemplar boxes ``(K, 4)`` cx, cy, w, h normalised to [0, 1]."""
         given = boxes_cxcywh is not None and len(boxes_cxcywh) > 0
-        if given and self.exemplar_role is None:
+        if given and self.exemplar_role is None and self.geometry is None:
             raise CapabilityError(self.layout, Capability.EXEMPLARS.value)
-        session, roles = self.prompts[self.exemplar_role if given else "side"]  # type: ignore
+        role = self.exemplar_role if given and self.exemplar_role else "side"
+        session, roles = self.prompts[role]
         feeds = self._feature_feeds(embedding, roles)
         feeds.update(self._text_feeds(text, roles))
         if "box_coords" in roles:
@@ -167,7 +171,13 @@ class ComicDetector:
             if role in roles:
                 feeds[roles[role].name] = as_declared(embedding.image_shape[axis], roles[role])
         if "geometry_features" in roles:
-            feeds.update(self._no_geometry(roles))
+            if given and self.geometry is not None:
+                labels = (np.ones(len(boxes_cxcywh), np.int64) if box_labels is None  # type: ignore
+                          else np.asarray(box_labels).astype(np.int64).reshape(-1))
+                feeds.update(self.geometry(embedding, np.asarray(boxes_cxcywh, np.float32),
+                                           labels))
+            else:
+                feeds.update(self._no_geometry(roles))
         out = session.run(self.heads.outputs, feeds)
         logits = np.asarray(out["pred_logits"], np.float32).reshape(-1)
         n = logits.shape[0]

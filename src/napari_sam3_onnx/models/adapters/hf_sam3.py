@@ -44,7 +44,7 @@ from . import _assumptions as asm
 from . import _composite as comp
 from ._comic_detector import ComicDetector, HeadNames
 from ._common import as_float32, encoder_feed, fixed_dim, spatial_size
-from ._concepts import find_graph, missing_graphs
+from ._concepts import NUMPY_DTYPES, as_declared, find_graph, missing_graphs
 from ._introspect import classify_inputs
 from ._levels import EncoderOutputs, constant_outputs, split_outputs
 from .hf_tracker import EMBEDDINGS
@@ -52,6 +52,8 @@ from .hf_tracker import EMBEDDINGS
 HEADS = ("pred_logits", "pred_boxes", "pred_masks")
 PRESENCE = ("presence_logits", "presence_logit")
 WANTED = {"language": "input_ids (+ attention_mask) -> text_features"}
+GEOMETRY_IN = {"input_boxes", "input_boxes_labels"}
+GEOMETRY_OUT = {"geometry_features", "geometry_mask"}
 
 
 def _feature_inputs(g: GraphSignature) -> set[str]:
@@ -88,6 +90,11 @@ class HfSam3Adapter(SamAdapter):
             "language": find_graph(graphs, ["input_ids"], ["text_features"])}
         missing_graphs(cls.layout, det, roles, WANTED, graphs)
         out = {"encoder": enc, "detector": det, **roles}
+        geometry = sorted((g for g in graphs.values() if GEOMETRY_IN <= g.input_names
+                           and GEOMETRY_OUT <= g.output_names),
+                          key=lambda g: ("exemplar" not in g.path.name, g.path.name))
+        if geometry:  # the exemplar variant first, when there are two
+            out["geometry"] = geometry[0]
         if set(EMBEDDINGS) <= enc.output_names:
             out.update(comp.match_tracker(graphs))
         return out  # type: ignore[return-value]
@@ -108,6 +115,8 @@ class HfSam3Adapter(SamAdapter):
         self._lock = threading.Lock()
         text_out = "text_features"
         self.presence, self._presence_note = self._presence(det)
+        self.geometry = (LazySession(graphs["geometry"].path, config)
+                         if "geometry" in graphs and "geometry_features" in self.roles else None)
         #: The concept-detector role (text encoder + DETR head).
         self.concepts = ComicDetector(
             language=self.language, prompts={"side": (self.detector, self.roles)},
@@ -116,8 +125,10 @@ class HfSam3Adapter(SamAdapter):
             exemplar_role="side" if "box_coords" in self.roles else None,
             heads=HeadNames(presence=self.presence, box_format="xyxy", true_is_pad=False),
             constants=self.constants, positions=self._positions,
+            geometry=self._geometry_feeds if self.geometry is not None else None,
         )
-        self._attach_detector(self.concepts, exemplars="box_coords" in self.roles)
+        self._attach_detector(self.concepts, exemplars="box_coords" in self.roles
+                              or self.geometry is not None)
         self.tracker: comp.Tracker | None = None
         self._tracker_names: tuple[str, ...] = ()
         if "tracker_decoder" in graphs or "mask_decoder" in graphs:
@@ -144,6 +155,34 @@ class HfSam3Adapter(SamAdapter):
                                           f"its input {info.name} needs a position encoding "
                                           f"of level {i}, which {enc.path.name} does not emit")
         return out
+
+    def _geometry_feeds(self, embedding: Embedding, boxes: np.ndarray, labels: np.ndarray
+                        ) -> dict[str, np.ndarray]:
+        """Encode exemplar boxes with the geometry graph; the detector's geometry feeds.
+
+        Boxes are ``(K, 4)`` cx, cy, w, h normalised with labels 1 / 0 (``Sam3Model``'s
+        ``input_boxes`` / ``input_boxes_labels``); no points are sent (``[1, 0, 2]``).
+        """
+        assert self.geometry is not None
+        sig, consts = self.geometry.signature, self.constants()
+        feeds: dict[str, np.ndarray] = {}
+        for t in sig.inputs:
+            if t.name in embedding.features:
+                feeds[t.name] = as_declared(embedding.features[t.name], t)
+            elif t.name in consts:
+                feeds[t.name] = as_declared(consts[t.name], t)
+        feeds["input_boxes"] = as_declared(boxes[None], sig.input("input_boxes"))
+        feeds["input_boxes_labels"] = as_declared(labels[None],
+                                                  sig.input("input_boxes_labels"))
+        for name, width in (("input_points", 2), ("input_points_labels", 0)):
+            if name in sig.input_names:
+                shape = (1, 0, width) if width else (1, 0)
+                feeds[name] = np.zeros(shape, NUMPY_DTYPES[sig.input(name).dtype])
+        if missing := sorted(sig.input_names - set(feeds)):
+            raise LayoutMismatchError(self.layout, sig.path.name,
+                                      f"inputs {missing} are produced by no graph of the bundle")
+        out = self.geometry.run(sorted(GEOMETRY_OUT), feeds)
+        return {self.roles[r].name: as_declared(out[r], self.roles[r]) for r in GEOMETRY_OUT}
 
     @staticmethod
     def _presence(det: GraphSignature) -> tuple[str | None, str]:
@@ -178,6 +217,9 @@ class HfSam3Adapter(SamAdapter):
         }
         if "geometry_features" in self.roles:
             out["geometry prompt"] = ("one masked row (text-only search)", asm.CONTRACT)
+        if self.geometry is not None:
+            out["exemplars"] = (f"{self.geometry.path.name}: boxes cx, cy, w, h normalised, "
+                                "labels 1 / 0, no points", "Sam3Model input_boxes convention")
         if self.tracker is not None:
             out.update(self.tracker.assumptions())
         else:
@@ -200,6 +242,10 @@ class HfSam3Adapter(SamAdapter):
     # ---- encoding -----------------------------------------------------------------------
     def _constant_names(self) -> list[str]:
         names = set(self._positions.values())
+        if self.geometry is not None:  # the geometry graph's position inputs
+            names |= {t.name for t in self.geometry.signature.inputs
+                      if t.name in self.encoder.signature.output_names
+                      and t.name not in {lv.name for lv in self.outputs.levels}}
         if self.tracker is not None and self.tracker.position is not None:
             names.add(self.tracker.position)
         return sorted(names)
@@ -230,8 +276,9 @@ class HfSam3Adapter(SamAdapter):
 
     @override
     def close(self) -> None:
-        for session in (self.encoder, self.language, self.detector):
-            session.close()
+        for session in (self.encoder, self.language, self.detector, self.geometry):
+            if session is not None:
+                session.close()
         if self.tracker is not None:
             self.tracker.close()
 
