@@ -93,7 +93,8 @@ def test_geti_exemplars_go_through_its_geometry_encoder(opened, monkeypatch):
     check_instances(found, [mid], SHAPE)
     feeds = calls[0][1]
     np.testing.assert_allclose(feeds["input_boxes"][0, 0], mid.box_cxcywh(SHAPE, 0.6))
-    assert feeds["input_boxes_labels"].tolist() == [[1]] and feeds["input_points"].shape == (1, 0, 2)
+    assert feeds["input_boxes_labels"].tolist() == [[1]]
+    assert feeds["input_points"].shape == (1, 0, 2)
     negative = adapter.concept_detector.detect(emb, words(adapter),
                                                mid.box_cxcywh(SHAPE, 0.6)[None], np.array([0]))
     check_instances(negative, [b for b in INSTANCES if b is not mid], SHAPE)
@@ -231,3 +232,18 @@ def test_inspect_lists_the_composite_roles_and_assumptions(tmp_path, capsys):
     for line in ("detector roles", "position_2=fpn_position_encoding_2", "tracker",
                  "no-memory embedding", "memory position encoding", "text mask"):
         assert line in out, line
+
+
+def test_a_sam3model_decoder_with_input_boxes_takes_exemplars(tmp_path):
+    folder = hf.build_danilobukvic(tmp_path / "boxes")
+    hf.build_detector(folder / hf.DANI[2], SMALL, "hf", presence="output", boxes=True)
+    adapter = open_bundle(folder)
+    assert adapter.capabilities == BASE | {C.EXEMPLARS, C.BOXES}
+    assert adapter.concept_detector.max_exemplars is None
+    emb, mid = adapter.encode(RGB), INSTANCES[2]
+    check_instances(adapter.concept_detector.detect(emb, words(adapter)), INSTANCES, SHAPE)
+    boxed = adapter.concept_detector.detect(emb, words(adapter), mid.box_cxcywh(SHAPE, 0.6)[None])
+    check_instances(boxed, [mid], SHAPE)
+    two = np.stack([mid.box_cxcywh(SHAPE, 0.6), INSTANCES[0].box_cxcywh(SHAPE, 0.6)])
+    check_instances(adapter.concept_detector.detect(emb, words(adapter), two, np.array([1, 0])),
+                    [mid], SHAPE)

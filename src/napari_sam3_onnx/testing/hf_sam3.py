@@ -157,8 +157,12 @@ def _position_penalty(b: GraphBuilder, pos: str, geometry: TestGeometry) -> str:
 
 
 def build_detector(path: Path, geometry: TestGeometry, family: str, presence: str,
-                   external: bool = True) -> Path:
-    """The DETR head; ``presence`` is ``"output"``, ``"none"`` (folded in) or ``"constant"``."""
+                   external: bool = True, boxes: bool = False) -> Path:
+    """The DETR head; ``presence`` is ``"output"``, ``"none"`` (folded in) or ``"constant"``.
+
+    ``boxes`` adds ``Sam3Model``'s exemplar inputs ``input_boxes [1,K,4]`` cxcywh and
+    ``input_boxes_labels [1,K]`` int64 (1 positive, 0 negative, -10 unused), dynamic K.
+    """
     levels, c, q = geometry.levels, geometry.channels[2], QUERY_SIDE * QUERY_SIDE
     big = levels[0]
     b = GraphBuilder(path.stem)
@@ -176,6 +180,13 @@ def build_detector(path: Path, geometry: TestGeometry, family: str, presence: st
     else:
         mask = b.input("text_mask", "bool", [1, CONTEXT])
     exemplars = None
+    if boxes:
+        coords = b.Reshape(b.input("input_boxes", "float32", [1, "num_boxes", 4]),
+                           ints(b, -1, 4))
+        labs = b.Cast(b.Reshape(b.input("input_boxes_labels", I64, [1, "num_boxes"]),
+                                ints(b, -1)), to=1)
+        unused = b.Cast(b.Equal(labs, b.const(-10.0)), to=1)
+        exemplars = (coords, b.Cast(b.Equal(labs, b.const(1.0)), to=1), unused)
     if family == "usls":  # geometry rows are exemplar slots (see build_geometry_encoder)
         rows = b.Reshape(b.input("prompt_features", "float32", [1, "num_prompts", GEO_CHANNELS]),
                          ints(b, -1, GEO_CHANNELS))

@@ -35,6 +35,9 @@ from ._concepts import (
 from ._introspect import batch_first
 
 OUTPUTS = ("pred_logits", "pred_boxes", "pred_masks", "presence_logit")
+#: The label of an unused exemplar slot where a graph has no padding input (``Sam3Model``'s
+#: ``input_boxes_labels``: 1 positive, 0 negative, -10 padding).
+PAD_LABEL = -10
 
 
 @dataclass(frozen=True)
@@ -239,11 +242,15 @@ class ComicDetector:
                     roles: Mapping[str, TensorInfo]) -> dict[str, np.ndarray]:
         slots = slot_count(roles["box_coords"], 1 if batch_first(roles["box_coords"]) else 0)
         coords, labels, padding = exemplar_slots(boxes_cxcywh, box_labels, slots, self.layout)
-        if "valid" in roles["box_padding"].name.lower() or not self.heads.true_is_pad:
+        if "box_padding" not in roles:  # Sam3Model: an unused slot is labelled -10
+            labels = np.where(padding, PAD_LABEL, labels)
+        elif "valid" in roles["box_padding"].name.lower() or not self.heads.true_is_pad:
             padding = ~padding
         feeds = {}
         for role, value in (("box_coords", coords), ("box_labels", labels),
                             ("box_padding", padding)):
+            if role not in roles:
+                continue
             info = roles[role]
             feeds[info.name] = as_declared(value[None] if batch_first(info) else value[:, None],
                                            info)

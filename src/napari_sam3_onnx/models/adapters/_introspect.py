@@ -98,7 +98,7 @@ def classify_inputs(
         if need not in roles:
             problems.append(f"no input for {need}")
     boxes = [r for r in ("box_coords", "box_labels", "box_padding") if r in roles]
-    if boxes and len(boxes) != 3:
+    if boxes and not {"box_coords", "box_labels"} <= set(boxes):  # padding may be a label
         problems.append(f"exemplar inputs incomplete (found {boxes})")
     if ("geometry_features" in roles) != ("geometry_mask" in roles):
         problems.append("geometry features and their mask must come together")
