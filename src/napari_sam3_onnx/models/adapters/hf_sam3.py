@@ -217,6 +217,10 @@ class HfSam3Adapter(SamAdapter):
         }
         if "geometry_features" in self.roles:
             out["geometry prompt"] = ("one masked row (text-only search)", asm.CONTRACT)
+        if "box_coords" in self.roles and "box_padding" not in self.roles:
+            out["exemplar slots"] = ("unused slots labelled -10; a text-only search sends one "
+                                     "such slot (the graph may not take zero boxes)",
+                                     "Sam3Model input_boxes_labels convention")
         if self.geometry is not None:
             out["exemplars"] = (f"{self.geometry.path.name}: boxes cx, cy, w, h normalised, "
                                 "labels 1 / 0, no points", "Sam3Model input_boxes convention")
