@@ -160,7 +160,7 @@ def open_tracker(graphs: Mapping[str, GraphSignature], enc: GraphSignature,
                    (session,))
 
 
-def _constants(folder: Path, layout: str) -> dict:
+def _constants(folder: Path) -> dict:
     path = folder / "constants.json"
     if not path.is_file():
         raise ModelFileMissingError(path, "The jax-image-tools mask_decoder and memory graphs "
@@ -174,7 +174,7 @@ def _jax_tracker(graphs: Mapping[str, GraphSignature], enc: GraphSignature,
     dec = graphs["mask_decoder"]
     for src, dst in zip(EMBEDDINGS, FEATS, strict=True):
         _same(enc.output(src), dec.input(dst), "mask decoder", dec.path.name, layout)
-    consts = _constants(enc.path.parent, layout)
+    consts = _constants(enc.path.parent)
     key = next((k for k in NO_MEM_EMBED_KEYS if k in consts), None)
     top = enc.output(EMBEDDINGS[2])
     channels = fixed_dim(top, 1, layout, enc.path.name)
