@@ -247,3 +247,20 @@ def test_a_sam3model_decoder_with_input_boxes_takes_exemplars(tmp_path):
     two = np.stack([mid.box_cxcywh(SHAPE, 0.6), INSTANCES[0].box_cxcywh(SHAPE, 0.6)])
     check_instances(adapter.concept_detector.detect(emb, words(adapter), two, np.array([1, 0])),
                     [mid], SHAPE)
+
+
+def test_without_no_mem_embed_the_composite_says_what_it_feeds(tmp_path):
+    import json
+
+    folder = hf.build_dual(tmp_path / "nomem", memory=True)
+    consts = json.loads((folder / "constants.json").read_text())
+    del consts["no_mem_embed"]
+    (folder / "constants.json").write_text(json.dumps(consts))
+    adapter = open_bundle(folder)
+    assert C.MEMORY in adapter.capabilities and adapter.tracker.no_mem is None
+    value, source = adapter.assumptions()["no-memory embedding"]
+    assert "used as the raw feature" in value and source.startswith("layout contract")
+    emb = adapter.encode(RGB)  # feats2 is image_embeddings.2 as the encoder gave it
+    np.testing.assert_allclose(emb.features["feats2"][0, 1].mean(), 0.1, atol=1e-6)
+    got, _ = _propagate(adapter)
+    assert got.method == "memory" and got.objects[1].slices == list(range(Z))
