@@ -83,6 +83,13 @@ def test_constant_presence_is_read_from_the_graph_and_not_multiplied(opened):
         t.name for t in adapter.roles.values()}
 
 
+def test_a_zero_presence_built_from_an_input_shape_is_a_constant_too(tmp_path):
+    adapter = open_bundle(hf.build_geti(tmp_path / "geti", presence="shape-zero"))
+    assert adapter.presence is None and "constant" in adapter.assumptions()["score"][0]
+    det = adapter.concept_detector.detect(adapter.encode(RGB), words(adapter))
+    check_instances(det, INSTANCES, SHAPE)
+
+
 def test_geti_exemplars_go_through_its_geometry_encoder(opened, monkeypatch):
     adapter = opened["geti"]
     assert adapter.geometry.path.name == "geometry-encoder.onnx"

@@ -158,7 +158,10 @@ def _position_penalty(b: GraphBuilder, pos: str, geometry: TestGeometry) -> str:
 
 def build_detector(path: Path, geometry: TestGeometry, family: str, presence: str,
                    external: bool = True, boxes: bool = False) -> Path:
-    """The DETR head; ``presence`` is ``"output"``, ``"none"`` (folded in) or ``"constant"``.
+    """The DETR head with the toy detector.
+
+    ``presence`` is ``"output"``, ``"none"`` (folded into the logits), ``"constant"`` (an
+    initializer) or ``"shape-zero"`` (zeros shaped from an input's shape).
 
     ``boxes`` adds ``Sam3Model``'s exemplar inputs ``input_boxes [1,K,4]`` cxcywh and
     ``input_boxes_labels [1,K]`` int64 (1 positive, 0 negative, -10 unused), dynamic K.
@@ -219,6 +222,10 @@ def build_detector(path: Path, geometry: TestGeometry, family: str, presence: st
     elif presence == "constant":
         b.output(b.Identity(b.const(np.zeros((1, 1), np.float32))), "presence_logits",
                  "float32", [1, 1])
+    elif presence == "shape-zero":  # zeros(batch, 1), as a tracer writes it: still a constant
+        batch = b.Slice(b.Shape(feat), ints(b, 0), ints(b, 1), ints(b, 0))
+        b.output(b.ConstantOfShape(b.Concat(batch, ints(b, 1), axis=0)), "presence_logits",
+                 "float32", [1, 1])
     if family == "wwww":
         b.output(b.Reshape(det["pixel"], ints(b, 1, 1, big, big)), "semantic_seg", "float32",
                  [1, 1, big, big])
@@ -246,13 +253,13 @@ def build_wwww(folder: Path, geometry: TestGeometry = SMALL) -> Path:
     return folder
 
 
-def build_geti(folder: Path, geometry: TestGeometry = SMALL) -> Path:
-    """The Geti ``onnx/`` folder: presence a constant 0, a geometry encoder left unused."""
+def build_geti(folder: Path, geometry: TestGeometry = SMALL, presence: str = "constant") -> Path:
+    """The Geti ``onnx/`` folder: presence a constant 0 and a geometry encoder."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     build_encoder(folder / GETI[0], geometry, "usls")
     build_text(folder / GETI[1], "usls")
-    build_detector(folder / GETI[2], geometry, "usls", presence="constant")
+    build_detector(folder / GETI[2], geometry, "usls", presence=presence)
     build_geometry_encoder(folder / GETI[3], geometry)
     return folder
 

@@ -50,8 +50,17 @@ def _size(t: TensorInfo) -> int:
     return last if isinstance(last, int) else 0
 
 
+#: Ops whose output depends on their input's shape only, never on its values.
+SHAPE_OPS = frozenset({"Shape", "Size"})
+
+
 def constant_outputs(sig: GraphSignature) -> set[str] | None:
-    """Outputs computed without reading any graph input (None: nodes not readable)."""
+    """Outputs whose values do not depend on any graph input's values (None: nodes unreadable).
+
+    Walking back from each output, ``Shape``/``Size`` nodes end the walk: a tensor built from
+    an input's shape only (``zeros(batch, 1)`` traced as ``ConstantOfShape(Shape(x))``, a sine
+    encoding of the grid) is as constant as an initializer.
+    """
     try:
         nodes = read_nodes(sig.path)
     except (OSError, CorruptModelError):
@@ -68,6 +77,8 @@ def constant_outputs(sig: GraphSignature) -> set[str] | None:
                 reads = True
                 break
             node = producer.get(name)
+            if node is not None and node.op_type in SHAPE_OPS:
+                continue
             for i in (node.inputs if node is not None else ()):
                 if i and i not in seen:
                     seen.add(i)
