@@ -205,7 +205,8 @@ class HfSam3Adapter(SamAdapter):
                                f"{self.encoder.path.name}: the three largest maps"),
             "position encodings": (", ".join(f"position_{i}={n}" for i, n in
                                              self._positions.items()) or "none taken",
-                                   f"{det} inputs; told apart by {self.outputs.how}"),
+                                   f"{det} inputs" + (f"; told apart by {self.outputs.how}"
+                                                      if self._positions else "")),
             "score": (self._presence_note, f"{det} outputs and nodes"),
             "boxes": ("normalised x0, y0, x1, y1 (Sam3Model's pred_boxes)", asm.CONTRACT),
             "mask kind": ("logits", asm.CONTRACT),
