@@ -33,9 +33,11 @@ def test_builders(geometry: str) -> dict[str, Callable[[Path], Path]]:
     from napari_sam3_onnx.testing import (
         autognosi,
         comicapp,
+        hf_sam3,
         hf_tracker,
         jax_video,
         pagarcia,
+        pixl,
         samexporter,
         wkentaro,
     )
@@ -50,6 +52,10 @@ def test_builders(geometry: str) -> dict[str, Callable[[Path], Path]]:
         "comicapp-sam3.1": lambda d: comicapp.build_comicapp(d, plain),
         "pagarcia-tracker": lambda d: pagarcia.build_pagarcia(d, mem),
         "jax-video": lambda d: jax_video.build_jax_video(d, mem),
+        "pixl-sam3": lambda d: pixl.build_pixl(d, plain),
+        # the public-graphs composite: dual encoder + text/detector + jax-video memory graphs
+        "hf-sam3": lambda d: hf_sam3.build_dual(d, mem, memory=True),
+        "hf-sam3-student": lambda d: hf_sam3.build_dual(d, mem, memory=True, student=True),
     }
 
 

@@ -17,8 +17,9 @@ import numpy as np
 from .bundles import Bundle
 from .report import Row
 
-#: Name fragments of detector-neck features (256 channels on every level).
-DETECTOR_NECK = ("fpn", "image_features")
+#: Name fragments of tracker-neck features; any other feature is the detector neck's (256
+#: channels on every level, whatever an export calls it: PIXL publishes no names).
+TRACKER_NAMES = ("image_embeddings", "feats", "high_res")
 #: Tracker-neck channels by level (0 = finest: 288 px in SAM 3).
 TRACKER_NECK = (32, 64, 256)
 #: SAM 3's level sizes, finest first.
@@ -38,7 +39,7 @@ def real_shape(name: str, shape: tuple[int, ...], levels: tuple[int, int, int]) 
         The test geometry's level sizes, finest first.
     """
     level = levels.index(int(shape[-1]))
-    channels = 256 if any(p in name for p in DETECTOR_NECK) else TRACKER_NECK[level]
+    channels = TRACKER_NECK[level] if any(p in name for p in TRACKER_NAMES) else 256
     size = SAM3_LEVELS[level]
     return (*shape[:-3], channels, size, size)
 

@@ -43,8 +43,10 @@ CASES = ("encode", "memory/plane", "click-engine", "text-stack", "propagation",
          "propagation-memory", "click-gui", "responsiveness")
 #: Layouts whose test graphs the stack cases run on: text on every concept layout but v0.3
 #: (v0.6's graphs plus a point decoder), propagation on both memory layouts and one carry-over.
-TEXT_LAYOUTS = ("wkentaro-v0.6", "samexporter-0.5", "autognosi-int8", "comicapp-sam3.1")
-PROPAGATION_LAYOUTS = ("pagarcia-tracker", "jax-video", "hf-tracker")
+TEXT_LAYOUTS = ("wkentaro-v0.6", "samexporter-0.5", "autognosi-int8", "comicapp-sam3.1",
+                "hf-sam3", "hf-sam3-student")
+PROPAGATION_LAYOUTS = ("pagarcia-tracker", "jax-video", "hf-tracker", "hf-sam3",
+                       "hf-sam3-student")
 MEMORY_LAYOUT = "pagarcia-tracker"
 
 

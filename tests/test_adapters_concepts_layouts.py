@@ -205,3 +205,25 @@ def test_comicapp_text_graph_is_the_side_graph_even_when_text_features_are_four_
     roles = adapter.assumptions()
     assert "sam31_prompt_side.onnx" in roles["side graph roles"][1]
     assert "box_coords" not in roles["side graph roles"][0]
+
+
+def test_wkentaro_v02_answers_in_original_pixels(tmp_path, wk03):
+    from napari_sam3_onnx.testing.rusen import build_wkentaro_v02
+
+    adapter = open_bundle(build_wkentaro_v02(tmp_path))
+    assert adapter.layout == "wkentaro-v0.2"
+    assert {c.value for c in adapter.capabilities} == {"encode", "text", "exemplars", "boxes"}
+    emb = adapter.encode(RGB)
+    det = adapter.concept_detector.detect(emb, words(adapter))
+    assert det.masks.shape == (len(INSTANCES), *SHAPE)  # the original size, not 24 x 24
+    assert det.mask_kind == "binary" and det.min_score == 0.5
+    # the same detections as v0.3 (normalised boxes), on an asymmetric image
+    ref = wk03.concept_detector.detect(wk03.encode(RGB), words(wk03))
+    np.testing.assert_allclose(det.boxes, ref.boxes, atol=1e-6)
+    np.testing.assert_allclose(det.scores, ref.scores, rtol=1e-6)
+    for blob in INSTANCES:  # each mask holds its blob's centre pixel and no other's
+        i = int(np.argmin(np.abs(det.boxes - blob.box_xyxy(SHAPE)).max(axis=1)))
+        centres = {b.name: ((b.r0 + b.r1) // 2, (b.c0 + b.c1) // 2) for b in INSTANCES}
+        assert [n for n, rc in centres.items() if det.masks[i][rc]] == [blob.name]
+    boxed = adapter.concept_detector.detect(emb, words(adapter), MID.box_cxcywh(SHAPE, 0.6)[None])
+    assert len(boxed) == 1 and np.abs(boxed.boxes[0] - MID.box_xyxy(SHAPE)).max() < 0.06

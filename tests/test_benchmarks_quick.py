@@ -38,7 +38,7 @@ def test_quick_benchmark_writes_every_case(tmp_path):
     text = [r for r in rows if r["case"] == "text-stack"]
     assert text and all(r["extra"]["language_calls"] == 1 for r in text)
     layouts = {r["layout"] for r in rows if r["case"] == "encode"}
-    assert len(layouts) == 8
+    assert len(layouts) == 11
     assert "| case |" in md.read_text()
     assert "ratio" in proc.stdout
     # rows stream out as they are measured, with progress, and the JSON says it finished

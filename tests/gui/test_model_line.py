@@ -38,3 +38,14 @@ def test_the_toy_line_says_it_is_not_sam3_and_reads_its_manifest_precision(tmp_p
     assert model_panel.bundle_name(folder, toy=True) == "Toy model (not SAM 3)"
     assert model_panel.bundle_name(folder) == "toy"  # the registry entry it was built for
     assert model_panel.bundle_name(tmp_path / "my export") == "my export"
+
+
+def test_model_line_names_a_student_image_encoder(tmp_path):
+    pytest.importorskip("onnx")
+    from napari_sam3_onnx.testing.hf_sam3 import build_dual
+
+    adapter = open_bundle(build_dual(tmp_path, memory=True, student=True))
+    line = model_panel.model_line(adapter, None, ["CPUExecutionProvider"])
+    assert line.startswith("EfficientSAM3 student image encoder, ")
+    assert line.endswith(" M parameters + SAM 3 heads (hf-sam3) · clicks, boxes, text, "
+                         "propagation · CPU")

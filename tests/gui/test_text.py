@@ -293,3 +293,19 @@ def test_a_cancelled_run_counts_the_slices_its_instances_are_on(make_text, qtbot
     assert on == [0, 2]  # z=1 and z=3 hold only the dim blob
     assert ("Cancelled after 4 of 6 slice(s)" in panel.messages[-1]
             and "3 instance(s) of bright on 2 slice(s) (4 searched)" in panel.messages[-1])
+
+
+def test_a_wwww_folder_searches_text_in_the_dock(make_text, qtbot, tmp_path):
+    """wW-Ww's detector and text graphs were ignored (clicks only); now the Text tab runs."""
+    from napari_sam3_onnx.testing.hf_sam3 import build_wwww
+
+    _viewer, _image, w, panel = make_text(planted_image((60, 90))[..., 0])
+    folder = build_wwww(tmp_path / "wwww")
+    write_toy_tokenizer(folder)
+    w.load_bundle(folder)
+    assert w.model.adapter.layout == "hf-sam3"
+    assert "clicks, boxes, text" in w.model.info.text()
+    assert panel.run_button.isEnabled()
+    out = run(qtbot, panel, "bright")
+    assert {b.name for b in BLOBS[:3] if out.data[centre(b)]} == {"bright_top_left",
+                                                                   "bright_right"}

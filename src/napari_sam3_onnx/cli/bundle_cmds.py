@@ -72,6 +72,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     adapter = open_bundle(args.folder)
     print(f"layout:       {adapter.layout}")
+    if adapter.encoder_kind:
+        print(f"encoder:      {adapter.encoder_kind}")
     print(f"input size:   {adapter.input_size[0]} x {adapter.input_size[1]} (rows x cols)")
     print(f"mask size:    {adapter.mask_size[0]} x {adapter.mask_size[1]}")
     caps = ", ".join(sorted(c.value for c in adapter.capabilities))

@@ -9,9 +9,11 @@ The engine converts from slice ``(row, col)`` coordinates; adapters never see th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
+from .encoder_kind import describe
 from .errors import MissingCapabilityError
 from .graph_info import GraphSignature
 from .roles import ConceptDetector, MemoryGraphs, PromptDecoder
@@ -85,6 +87,16 @@ class SamAdapter:
         the graph or file that said so, or the layout contract when nothing in the bundle does.
         """
         return {}
+
+    @property
+    def encoder_kind(self) -> str | None:
+        """What the image encoder is when it is a student (e.g. EfficientSAM3), else None.
+
+        Read from the encoder graph's file name and initializer shapes
+        (:func:`~napari_sam3_onnx.models.encoder_kind.describe`); SAM 3's own ViT gives None.
+        """
+        path = getattr(getattr(self, "encoder", None), "path", None)
+        return describe(path) if isinstance(path, Path) else None
 
     def has(self, capability: Capability) -> bool:
         """Whether this bundle provides ``capability``."""

@@ -20,6 +20,9 @@ LAYOUTS = frozenset(
         "autognosi-int8",
         "jax-video",
         "comicapp-sam3.1",
+        "hf-sam3",
+        "pixl-sam3",
+        "wkentaro-v0.2",
     }
 )
 
@@ -83,6 +86,9 @@ class BundleSpec:
         Sources, caveats and what is not known (unpublished hashes, unpinned revisions).
     gated : bool
         True if the hub requires accepting a licence and an access token.
+    other_sources : tuple of str
+        Further Hugging Face repos some of the files come from (a folder assembled from
+        several exports, e.g. a dual encoder with another export's memory graphs).
     builder : str
         Module that builds the bundle on this machine instead of downloading it (``""`` for a
         download); it has ``build(folder)`` and ``definition_digest()``
@@ -102,6 +108,7 @@ class BundleSpec:
     notes: str
     gated: bool = False
     builder: str = ""
+    other_sources: tuple[str, ...] = ()
 
     @property
     def page_url(self) -> str:

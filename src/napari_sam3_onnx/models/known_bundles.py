@@ -7,6 +7,7 @@ bundle's ``notes``; nothing here is guessed.
 from __future__ import annotations
 
 from .bundle_spec import HF, SAM_LICENSE, SAM_LICENSE_URL, BundleSpec, FileSpec
+from .known_bundles_public import public_bundles
 
 
 def hf_url(repo: str, revision: str, path: str) -> str:
@@ -280,4 +281,5 @@ KNOWN_BUNDLES: tuple[BundleSpec, ...] = (
         "inputs are undocumented, so 'text' is not claimed until an adapter confirms it. "
         f"{_UNPINNED} {_NO_HASH}",
     ),
+    *public_bundles(CLIP_BPE),
 )

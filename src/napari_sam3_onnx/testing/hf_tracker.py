@@ -33,7 +33,13 @@ def build_hf_tracker(folder: Path, geometry: TestGeometry = SMALL) -> Path:
         enc.output(feature_map(enc, gray, size, c), f"image_embeddings.{i}", "float32",
                    [1, c, size, size])
     enc.save(folder / ENCODER, external_data=ENCODER + "_data")
+    build_hf_decoder(folder / DECODER, geometry)
+    return folder
 
+
+def build_hf_decoder(path: Path, geometry: TestGeometry = SMALL) -> Path:
+    """Write the prompt decoder ``prompt_encoder_mask_decoder`` to ``path``."""
+    s, (l0, l1, l2), ch = geometry.input_size, geometry.levels, geometry.channels
     dec = GraphBuilder("hf_prompt_decoder")
     pts = dec.input("input_points", "float32", [1, 1, "num_points", 2])
     lab = dec.input("input_labels", "int64", [1, 1, "num_points"])
@@ -52,5 +58,4 @@ def build_hf_tracker(folder: Path, geometry: TestGeometry = SMALL) -> Path:
                "float32", [1, 1, 3, l0, l0])
     dec.output(dec.Reshape(obj, dec.const([1, 1, 1], "int64")), "object_score_logits", "float32",
                [1, 1, 1])
-    dec.save(folder / DECODER)
-    return folder
+    return dec.save(path)

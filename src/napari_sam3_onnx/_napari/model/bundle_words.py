@@ -60,9 +60,15 @@ def bundle_name(folder: Path, toy: bool = False) -> str:
 
 def model_line(adapter: SamAdapter, precision: str | None, providers: list[str],
                toy: bool = False) -> str:
-    """``"SAM 3 (nso-sam3) · clicks, boxes, text, propagation · fp32 · CPU"``."""
+    """``"SAM 3 (nso-sam3) · clicks, boxes, text, propagation · fp32 · CPU"``.
+
+    A student image encoder is named first: ``"EfficientSAM3 student image encoder, 12.3 M
+    parameters + SAM 3 heads (pixl-sam3) · ..."``.
+    """
     family = "Toy model, not SAM 3" if toy else (
         "SAM 3.1" if "3.1" in adapter.layout else "SAM 3")
+    if not toy and adapter.encoder_kind:  # a student image encoder feeding SAM 3's heads
+        family = f"{adapter.encoder_kind} + {family} heads"
     can = ", ".join(word for cap, word in CAPABILITY_WORDS if adapter.has(cap)) or "nothing"
     device = DEVICE_NAMES.get(providers[0], providers[0]) if providers else "CPU"
     parts = [f"{family} ({adapter.layout})", can, *([precision] if precision else []), device]

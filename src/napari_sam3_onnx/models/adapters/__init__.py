@@ -14,13 +14,14 @@ from ..base import SamAdapter
 from ..graph_info import GraphSignature
 from ..runtime import RuntimeConfig
 from .autognosi import AutognosiAdapter
-from .comicapp import ComicAppAdapter
+from .comicapp import ComicAppAdapter, PixlAdapter
+from .hf_sam3 import HfSam3Adapter
 from .hf_tracker import HfTrackerAdapter
 from .jax_video import JaxVideoAdapter
 from .nso import NsoAdapter
 from .pagarcia import PagarciaTrackerAdapter
 from .samexporter import SamexporterAdapter
-from .wkentaro import WkentaroV03Adapter, WkentaroV06Adapter
+from .wkentaro import WkentaroV02Adapter, WkentaroV03Adapter, WkentaroV06Adapter
 
 
 class AdapterClass(Protocol):
@@ -46,11 +47,14 @@ ADAPTERS: tuple[AdapterClass, ...] = (
     JaxVideoAdapter,
     PagarciaTrackerAdapter,
     AutognosiAdapter,
+    HfSam3Adapter,
     HfTrackerAdapter,
+    PixlAdapter,
     ComicAppAdapter,
     SamexporterAdapter,
     WkentaroV06Adapter,
     WkentaroV03Adapter,
+    WkentaroV02Adapter,
 )
 
 __all__ = [
@@ -58,11 +62,14 @@ __all__ = [
     "AdapterClass",
     "AutognosiAdapter",
     "ComicAppAdapter",
+    "HfSam3Adapter",
     "HfTrackerAdapter",
     "JaxVideoAdapter",
     "NsoAdapter",
     "PagarciaTrackerAdapter",
+    "PixlAdapter",
     "SamexporterAdapter",
+    "WkentaroV02Adapter",
     "WkentaroV03Adapter",
     "WkentaroV06Adapter",
 ]

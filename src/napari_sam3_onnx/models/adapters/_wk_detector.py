@@ -62,7 +62,7 @@ class WkDetector:
     has_slots: bool
     outputs: tuple[str, ...]
     constants: Callable[[], Mapping[str, np.ndarray]]
-    detections: Callable[[Mapping[str, np.ndarray]], Detections]
+    detections: Callable[[Mapping[str, np.ndarray], tuple[int, int]], Detections]
     min_score: float = 0.0
 
     @property
@@ -123,4 +123,4 @@ class WkDetector:
     ) -> Detections:
         """Detect the concept; exemplar boxes ``(K, 4)`` cx, cy, w, h normalised to [0, 1]."""
         feeds = self.decoder_feeds(embedding, text, boxes_cxcywh, box_labels)
-        return self.detections(self.decoder.run(self.outputs, feeds))
+        return self.detections(self.decoder.run(self.outputs, feeds), embedding.image_shape)

@@ -158,7 +158,8 @@ class WkFamilyAdapter(SamAdapter):
                 self._constants = out
         return dict(self._constants or {})
 
-    def _detections(self, out: Mapping[str, np.ndarray]) -> Detections:
+    def _detections(self, out: Mapping[str, np.ndarray],
+                    image_shape: tuple[int, int]) -> Detections:
         raise NotImplementedError
 
     @override

@@ -62,7 +62,7 @@ class HfPromptDecoder:
             "input_points": pts[None, None].astype(np.float32),
             "input_labels": labs[None, None],
             "input_boxes": boxes[None].astype(np.float32),
-            **embedding.features,
+            **{name: embedding.features[name] for name in EMBEDDINGS},
         }
         out = self.session.run(DECODER_OUTPUTS, feeds)
         return MaskCandidates(

@@ -43,7 +43,8 @@ class SamexporterAdapter(WkFamilyAdapter):
         missing_graphs(cls.layout, decoder, roles, WANTED, graphs)
         return {**roles, "decoder": decoder}  # type: ignore[dict-item]
 
-    def _detections(self, out: Mapping[str, np.ndarray]) -> Detections:
+    def _detections(self, out: Mapping[str, np.ndarray],
+                    image_shape: tuple[int, int]) -> Detections:
         logits = np.asarray(out["pred_logits"], np.float32).reshape(-1)
         presence = np.asarray(out["presence_logit_dec"], np.float32).reshape(-1)[0]
         n = logits.shape[0]

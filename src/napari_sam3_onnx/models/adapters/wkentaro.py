@@ -39,16 +39,17 @@ OUTPUTS = ("boxes", "scores", "masks")
 BAKED_SCORE_CUT = 0.5
 
 
-def find_final_decoder(graphs: Mapping[str, GraphSignature]) -> GraphSignature | None:
+def find_final_decoder(graphs: Mapping[str, GraphSignature], original_size: bool = False
+                       ) -> GraphSignature | None:
     """The decoder with final outputs ``boxes, scores, masks`` and exemplar slots.
 
-    Decoders with the ``original_height/width`` inputs of v0.2.0 / legacy samexporter exports
-    are left to their own adapter.
+    ``original_size`` selects the v0.2.0 decoders (``original_height/width`` inputs, outputs in
+    original pixels); otherwise they are left out.
     """
     for name in sorted(graphs):
         g = graphs[name]
         if (g.output_names == set(OUTPUTS) and "box_coords" in g.input_names
-                and "original_height" not in g.input_names):
+                and ("original_height" in g.input_names) == original_size):
             return g
     return None
 
@@ -61,17 +62,21 @@ class WkentaroV03Adapter(WkFamilyAdapter):
     mask_output = "masks"
     score_cut = BAKED_SCORE_CUT
 
+    #: v0.2.0 decoders take the original image size and answer in it.
+    original_size = False
+
     @classmethod
     def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
         """Anchor: the final-output decoder; then the encoder and language encoder must exist."""
-        decoder = find_final_decoder(graphs)
+        decoder = find_final_decoder(graphs, cls.original_size)
         if decoder is None:
             return None
         roles = {"encoder": find_image_encoder(graphs), "language": find_language_encoder(graphs)}
         missing_graphs(cls.layout, decoder, roles, WANTED, graphs)
         return {**roles, "decoder": decoder}  # type: ignore[dict-item]
 
-    def _detections(self, out: Mapping[str, np.ndarray]) -> Detections:
+    def _detections(self, out: Mapping[str, np.ndarray],
+                    image_shape: tuple[int, int]) -> Detections:
         scores = np.asarray(out["scores"], np.float32).reshape(-1)
         n = scores.shape[0]
         return Detections(
@@ -81,6 +86,44 @@ class WkentaroV03Adapter(WkFamilyAdapter):
             mask_kind="probabilities",
             min_score=BAKED_SCORE_CUT,
         )
+
+
+class WkentaroV02Adapter(WkentaroV03Adapter):
+    """The v0.2.0 decoder (``rusen/sam3-browser-int8`` re-quantises it to int8).
+
+    Its inputs begin with ``original_height``/``original_width`` (int64 scalars, the encoded
+    image's rows and columns); it wraps upstream's grounding post-processing, so ``boxes`` are
+    x0, y0, x1, y1 in **original pixels** (normalised here by the size that was fed),
+    ``scores`` are already cut at 0.5 and ``masks`` ``[N,1,rows,cols]`` are at the original
+    size (bool, or probabilities: thresholded at 0.5 either way).
+    """
+
+    layout = "wkentaro-v0.2"
+    original_size = True
+
+    def _detections(self, out: Mapping[str, np.ndarray],
+                    image_shape: tuple[int, int]) -> Detections:
+        scores = np.asarray(out["scores"], np.float32).reshape(-1)
+        n = scores.shape[0]
+        rows, cols = image_shape
+        boxes = np.asarray(out["boxes"], np.float32).reshape(n, 4)
+        masks = np.asarray(out["masks"])
+        masks = masks.reshape(n, *masks.shape[-2:]).astype(np.float32)
+        return Detections(
+            scores=scores,
+            boxes=boxes / np.array([cols, rows, cols, rows], np.float32),
+            masks=masks,
+            mask_kind="binary" if out["masks"].dtype == np.bool_ else "probabilities",
+            min_score=BAKED_SCORE_CUT,
+        )
+
+    @override
+    def assumptions(self) -> dict[str, tuple[str, str]]:
+        return {**super().assumptions(),
+                "mask kind": ("at the original image size (bool or probabilities)",
+                              f"{self.decoder.path.name} output masks"),
+                "boxes": ("original pixels, normalised by the size fed to original_height/"
+                          "width", f"{self.decoder.path.name} inputs")}
 
 
 class WkentaroV06Adapter(WkentaroV03Adapter):
