@@ -4,9 +4,10 @@ The prompt graphs' inputs were assigned roles by :func:`._introspect.classify_in
 (``feature_0..2``, ``position_0..2``, ``text_features``, ``text_mask``, optional
 ``text_embeds``, ``box_coords``/``box_labels``/``box_padding``, ``geometry_features``/
 ``geometry_mask`` and ``height``/``width``); this role only feeds them. Scores are
-``sigmoid(logit) * sigmoid(presence)`` with no cut, or ``sigmoid(logit)`` where the graph has no
-presence output or its presence is a constant (docs/layouts.md#comicapp-sam31) (read from its nodes: a constant presence carries
-no information, and multiplying ``sigmoid(0) = 0.5`` in would halve every score). The same role
+``sigmoid(logit) * sigmoid(presence)`` with no cut (docs/layouts.md#comicapp-sam31), or
+``sigmoid(logit)`` where the graph has no presence output or its presence is a constant (read
+from its nodes: a constant presence carries no information, and multiplying
+``sigmoid(0) = 0.5`` in would halve every score). The same role
 serves the DETR-style heads of the Hugging Face ``Sam3Model`` family (:mod:`.hf_sam3`), whose
 names, box format (xyxy) and mask polarity (True = token) differ: see :class:`HeadNames`.
 """
