@@ -19,7 +19,7 @@ DIR = "<dir>"
 
 
 def _appearing(created: dict[str, str]):
-    from napari_sam3_onnx.api import atomic
+    from napari_sam3_onnx.models import atomic
 
     real = atomic.new_sibling
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from napari_sam3_onnx.api import atomic
+from napari_sam3_onnx.models import atomic
 
 
 @pytest.fixture(params=["renameat2", "link", "placeholder"])
