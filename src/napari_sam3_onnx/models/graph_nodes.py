@@ -6,9 +6,9 @@ model-local functions are not), and only initializers of at most :data:`SMALL` e
 values; large initializers are skipped by seeking, so reading a decoder costs its node list only.
 
 Field numbers (onnx/onnx.proto): GraphProto.node = 1, initializer = 5; NodeProto.input = 1,
-output = 2, op_type = 4, attribute = 5, domain = 7; AttributeProto.name = 1, f = 2, i = 3, t = 5, floats = 7,
-ints = 8; TensorProto.dims = 1, data_type = 2, float_data = 4, int32_data = 5, int64_data = 7,
-name = 8, raw_data = 9, double_data = 10.
+output = 2, op_type = 4, attribute = 5, domain = 7; AttributeProto.name = 1, f = 2, i = 3, t = 5,
+floats = 7, ints = 8; TensorProto.dims = 1, data_type = 2, float_data = 4, int32_data = 5,
+int64_data = 7, name = 8, raw_data = 9, double_data = 10.
 """
 
 from __future__ import annotations

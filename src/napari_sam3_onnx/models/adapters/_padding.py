@@ -63,8 +63,8 @@ class PaddingDecision:
     graph_pads : bool
         True: feed the prompt as is. False: append ``(0, 0)`` with label -1.
     source : str
-        ``"graph <file>"`` (read from its nodes) or ``"layout default; ..."`` (the layout's contract) with the reason
-        the graph did not decide it.
+        ``"graph <file>"`` (read from its nodes) or ``"layout default; ..."`` (the layout's
+        contract) with the reason the graph did not decide it.
     """
 
     graph_pads: bool
@@ -135,7 +135,7 @@ def _at_concat(nodes: GraphNodes, node: Node, reached: set[str], producer: dict[
 
 
 def _follow(nodes: GraphNodes, start: str, want: float) -> _Walk:
-    """Follow ``start``'s values; did a Concat join them with a constant equal to ``want``?"""
+    """Follow ``start``'s values to a Concat with a constant equal to ``want``, if any."""
     producer, consumers = nodes.producer(), nodes.consumers()
     reached, todo = {start}, [start]
     absent: _Walk | None = None
