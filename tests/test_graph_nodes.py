@@ -83,8 +83,8 @@ def _torch_sam_decoder(path, pads=True, hide=None):
     b = GraphBuilder("torch_sam_prompt")
     pts = b.input("input_points", "float32", [1, 1, "n", 2])
     lab = b.input("input_labels", "int32", [1, 1, "n"])
-    if hide == "Pad":
-        pts = b.Pad(pts, b.const([0, 0, 0, 0, 0, 0, 0, 0], "int64"), mode="constant")
+    if hide == "Pad":  # edge padding: not a constant the check can compare
+        pts = b.Pad(pts, b.const([0, 0, 0, 0, 0, 0, 1, 0], "int64"), mode="edge")
     zero = b.const(np.asarray(0, np.int64), "int64")
     pts = b.Add(b.Gather(pts, zero, axis=1), _const_node(b, 0.5))
     lab = b.Cast(b.Gather(lab, zero, axis=1), to=1)
@@ -136,3 +136,20 @@ def test_an_op_the_check_cannot_see_through_leaves_the_contract(default, tmp_pat
     assert d.graph_pads is default
     assert d.source.startswith("layout default") and "inconclusive" in d.source
     assert "Pad" in d.source and "dec.onnx" in d.source
+
+
+@pytest.mark.parametrize("value, pads", [(0.0, True), (-5.0, False)])
+def test_hugging_face_pad_spelling_counts_like_the_concat(value, pads, tmp_path):
+    """``F.pad(points, (0, 0, 0, 1), value=0)`` / ``F.pad(labels, (0, 1), value=-1)``."""
+    b = GraphBuilder("hf_pad")
+    pts = b.Add(b.input("input_points", "float32", [1, 1, "n", 2]), b.const(0.5))
+    lab = b.input("input_labels", "int64", [1, 1, "n"])
+    pts = b.Pad(pts, b.const([0, 0, 0, 0, 0, 0, 1, 0], "int64"), b.const(value), mode="constant")
+    lab = b.Pad(lab, b.const([0, 0, 0, 0, 0, 1], "int64"), b.const(np.asarray(-1, np.int64),
+                                                                   "int64"))
+    keep = b.Cast(b.Equal(lab, b.const(np.asarray(-1, np.int64), "int64")), to=1)
+    b.output(b.Add(b.ReduceSum(b.MatMul(pts, b.const(np.ones((2, 4), np.float32))), keepdims=0),
+                   b.ReduceSum(keep, keepdims=0)), "out", "float32", [])
+    path = b.save(tmp_path / "dec.onnx")
+    d = decide_padding(read_signature(path), "input_points", "input_labels", not pads)
+    assert d.graph_pads is pads and d.source == "graph dec.onnx"

@@ -6,8 +6,8 @@ model-local functions are not), and only initializers of at most :data:`SMALL` e
 values; large initializers are skipped by seeking, so reading a decoder costs its node list only.
 
 Field numbers (onnx/onnx.proto): GraphProto.node = 1, initializer = 5; NodeProto.input = 1,
-output = 2, op_type = 4, attribute = 5, domain = 7; AttributeProto.name = 1, f = 2, i = 3, t = 5,
-floats = 7, ints = 8; TensorProto.dims = 1, data_type = 2, float_data = 4, int32_data = 5,
+output = 2, op_type = 4, attribute = 5, domain = 7; AttributeProto.name = 1, f = 2, i = 3, s = 4,
+t = 5, floats = 7, ints = 8; TensorProto.dims = 1, data_type = 2, float_data = 4, int32_data = 5,
 int64_data = 7, name = 8, raw_data = 9, double_data = 10.
 """
 
@@ -129,6 +129,8 @@ def _attribute(buf: bytes) -> tuple[str, object]:
             value = struct.unpack("<f", ln.to_bytes(4, "little"))[0]
         elif num == 3 and wire == 0:
             value = _signed(ln)
+        elif num == 4 and wire == 2 and ln <= 256:
+            value = _read(f, st, ln).decode("utf-8", "replace")
         elif num == 5 and wire == 2:
             f.seek(st)
             value = _tensor(f, st + ln)[1]

@@ -15,10 +15,12 @@ casts, arithmetic on constants).
 Three outcomes per input: *found*; *absent* (every path ended in an op that consumes the prompt,
 :data:`CONSUMING_OPS`, such as the positional encoding's ``MatMul`` or the label comparisons,
 or met a constant of other values, such as a far-away sentinel); *inconclusive* (an op this check
-cannot see through: a sub-graph, a function or custom op, ``Pad``, an unknown op; a constant it
-cannot evaluate; an input nothing reads). Both found: the graph pads. Inconclusive for either:
-the layout's contract decides, and ``inspect`` says why. Otherwise the adapter appends the point.
-A graph whose nodes cannot be read leaves the layout's contract too.
+cannot see through: a sub-graph, a function or custom op, an unknown op; a constant or a ``Pad``
+it cannot evaluate; an input nothing reads). A constant-mode ``Pad`` of the tensor (torch's
+``F.pad``, as Hugging Face's prompt encoder pads) counts like the ``Concat``. Both found: the
+graph pads. Inconclusive for either: the layout's contract decides, and ``inspect`` says why.
+Otherwise the adapter appends the point. A graph whose nodes cannot be read leaves the layout's
+contract too.
 """
 
 from __future__ import annotations
@@ -134,6 +136,28 @@ def _at_concat(nodes: GraphNodes, node: Node, reached: set[str], producer: dict[
     return None
 
 
+def _at_pad(nodes: GraphNodes, node: Node, producer: dict[str, Node],
+            want: float) -> _Walk | None:
+    """A constant-mode ``Pad`` of the followed tensor (``F.pad(points, (0, 0, 0, 1))``).
+
+    None: it pads nothing (a pass-through); found / absent by its constant; inconclusive when
+    its mode or amounts cannot be read.
+    """
+    mode = node.attrs.get("mode", "constant")
+    pads = _value(nodes, node.inputs[1], producer) if len(node.inputs) > 1 else None
+    if mode != "constant" or not isinstance(pads, np.ndarray):
+        return _Walk("inconclusive", f"Pad (mode {mode}) with amounts it cannot read")
+    if not pads.any():
+        return None
+    has_value = len(node.inputs) > 2 and node.inputs[2]
+    value = _value(nodes, node.inputs[2], producer) if has_value else np.zeros(1)
+    if not isinstance(value, np.ndarray) or value.size != 1:
+        return _Walk("inconclusive", "Pad with a value it cannot read")
+    if np.isclose(float(value.reshape(-1)[0]), want):
+        return _Walk("found")
+    return _Walk("absent", f"Pad with {float(value.reshape(-1)[0])}")
+
+
 def _follow(nodes: GraphNodes, start: str, want: float) -> _Walk:
     """Follow ``start``'s values to a Concat with a constant equal to ``want``, if any."""
     producer, consumers = nodes.producer(), nodes.consumers()
@@ -150,6 +174,15 @@ def _follow(nodes: GraphNodes, start: str, want: float) -> _Walk:
             if op in SHAPE_OPS:
                 continue
             if op in CONSUMING_OPS:
+                continue
+            if op == "Pad" and node.inputs[0] == t:
+                padded = _at_pad(nodes, node, producer, want)
+                if padded is not None and padded.outcome != "absent":
+                    return padded
+                absent = absent or padded
+                new = [o for o in node.outputs if o and o not in reached]
+                reached.update(new)
+                todo.extend(new)
                 continue
             if op not in VALUE_INPUTS:
                 return _Walk("inconclusive", f"{start} reaches {op}, which this check cannot "
