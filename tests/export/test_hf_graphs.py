@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from napari_sam3_onnx.models.errors import UnknownLayoutError
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
@@ -116,7 +118,7 @@ def test_tracker_prompts_give_what_transformers_gives(case, tracker):
     assert _iou(mask, ref) > 0.98
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "hf-tracker adapter, a box alone: it feeds input_points [1,1,1,2] = (0, 0) with label -1 "
     "next to input_boxes [1,1,4]; transformers' Sam3TrackerModel with input_boxes only embeds "
     "the box's two corners and the box's own padding token, no extra point (as Meta's SAM 3 "
@@ -199,7 +201,7 @@ HF_DETECTOR_XFAIL = (
     "(no presence output). Expected: scores = sigmoid(pred_logits)")
 
 
-@pytest.mark.xfail(strict=True, reason=HF_DETECTOR_XFAIL)
+@pytest.mark.xfail(strict=True, raises=UnknownLayoutError, reason=HF_DETECTOR_XFAIL)
 def test_detector_bundle_opens_with_text(detector):
     from napari_sam3_onnx.models.base import Capability
     from napari_sam3_onnx.models.bundle import open_bundle
@@ -208,7 +210,7 @@ def test_detector_bundle_opens_with_text(detector):
     assert Capability.TEXT in adapter.capabilities
 
 
-@pytest.mark.xfail(strict=True, reason=HF_DETECTOR_XFAIL)
+@pytest.mark.xfail(strict=True, raises=UnknownLayoutError, reason=HF_DETECTOR_XFAIL)
 def test_detections_give_what_transformers_gives(detector):
     """Every query: score sigmoid(logit) (the graph has no presence), box, mask logits."""
     from napari_sam3_onnx.models.bundle import open_bundle

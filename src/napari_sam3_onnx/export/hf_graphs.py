@@ -53,19 +53,35 @@ def vision_config() -> dict:
             "backbone_feature_sizes": [[4 * GRID] * 2, [2 * GRID] * 2, [GRID] * 2]}
 
 
+def _tracker_kwargs() -> dict:
+    return {"vision_config": vision_config(), "prompt_encoder_config": {"image_size": SIZE},
+            "mask_decoder_config": {"mlp_dim": 256, "iou_head_hidden_dim": 64}}
+
+
+def _detector_kwargs() -> dict:
+    text = {"vocab_size": 49408, "hidden_size": 64, "intermediate_size": 128,
+            "projection_dim": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+            "max_position_embeddings": CONTEXT}
+    small = {"num_layers": 1, "intermediate_size": 256}
+    return {"vision_config": vision_config(), "text_config": text,
+            "geometry_encoder_config": small, "detr_encoder_config": small,
+            "detr_decoder_config": {**small, "num_queries": QUERIES}}
+
+
+def _tune_tracker(tracker: nn.Module) -> None:
+    with torch.no_grad():
+        tracker.no_memory_embedding.normal_(0.0, 0.5)  # zeros would hide where it is added
+        # random heads say "object absent" half the time, and SAM 3 then empties the mask
+        tracker.mask_decoder.pred_obj_score_head.proj_out.bias.fill_(OBJECT_SCORE_BIAS)
+
+
 def build_tracker(seed: int = 0) -> nn.Module:
     """``Sam3TrackerModel`` (eval) with random weights; SAM 3's head at a small input."""
     from transformers import Sam3TrackerConfig, Sam3TrackerModel
 
-    cfg = Sam3TrackerConfig(vision_config=vision_config(),
-                            prompt_encoder_config={"image_size": SIZE},
-                            mask_decoder_config={"mlp_dim": 256, "iou_head_hidden_dim": 64})
     torch.manual_seed(seed)
-    model = Sam3TrackerModel(cfg).eval()
-    with torch.no_grad():
-        model.no_memory_embedding.normal_(0.0, 0.5)  # zeros would hide where it is added
-        # random heads say "object absent" half the time, and SAM 3 then empties the mask
-        model.mask_decoder.pred_obj_score_head.proj_out.bias.fill_(OBJECT_SCORE_BIAS)
+    model = Sam3TrackerModel(Sam3TrackerConfig(**_tracker_kwargs())).eval()
+    _tune_tracker(model)
     return model
 
 
@@ -73,15 +89,40 @@ def build_detector(seed: int = 0) -> nn.Module:
     """``Sam3Model`` (eval) with random weights: 1-layer DETR, 20 queries, a 2-layer CLIP."""
     from transformers import Sam3Config, Sam3Model
 
-    text = {"vocab_size": 49408, "hidden_size": 64, "intermediate_size": 128,
-            "projection_dim": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-            "max_position_embeddings": CONTEXT}
-    small = {"num_layers": 1, "intermediate_size": 256}
-    cfg = Sam3Config(vision_config=vision_config(), text_config=text,
-                     geometry_encoder_config=small, detr_encoder_config=small,
-                     detr_decoder_config={**small, "num_queries": QUERIES})
     torch.manual_seed(seed)
-    return Sam3Model(cfg).eval()
+    return Sam3Model(Sam3Config(**_detector_kwargs())).eval()
+
+
+def build_video(seed: int = 0) -> nn.Module:
+    """``Sam3VideoModel`` (eval): the detector above, a tracker, and the tracker neck on one ViT."""
+    from transformers import Sam3VideoConfig, Sam3VideoModel
+
+    tracker = {"model_type": "sam3_tracker_video", **_tracker_kwargs(), "image_size": SIZE,
+               "memory_attention_num_layers": 1, "memory_attention_feed_forward_hidden_size": 256,
+               "memory_attention_rope_feat_sizes": [GRID, GRID]}
+    cfg = Sam3VideoConfig(detector_config={"model_type": "sam3", **_detector_kwargs()},
+                          tracker_config=tracker, low_res_mask_size=4 * GRID)
+    torch.manual_seed(seed)
+    video = Sam3VideoModel(cfg).eval()
+    _tune_tracker(video.tracker_model)
+    return video
+
+
+def tracker_of(video: nn.Module) -> nn.Module:
+    """A ``Sam3TrackerModel`` holding ``video``'s tracker head (as both load one checkpoint).
+
+    Its own vision encoder stays random and unused: the video model's ViT and tracker neck
+    produce the embeddings (:class:`DualVision`).
+    """
+    from transformers import Sam3TrackerConfig, Sam3TrackerModel
+
+    model = Sam3TrackerModel(Sam3TrackerConfig(**_tracker_kwargs())).eval()
+    result = model.load_state_dict(video.tracker_model.state_dict(), strict=False)
+    head = ("prompt_encoder.", "mask_decoder.", "shared_image_embedding.", "no_memory_embedding")
+    missing = [k for k in result.missing_keys if k.startswith(head)]
+    if missing:
+        raise RuntimeError(f"tracker head weights not shared: {missing[:5]}")
+    return model
 
 
 class TrackerVision(nn.Module):
@@ -120,6 +161,28 @@ class TrackerDecoder(nn.Module):
         return tuple(torch.where(has_box, b, c) for c, b in (
             (clicks.iou_scores, boxed.iou_scores), (clicks.pred_masks, boxed.pred_masks),
             (clicks.object_score_logits, boxed.object_score_logits)))
+
+
+class DualVision(nn.Module):
+    """One ViT pass, both necks (``Sam3VideoModel``): the detector's FPN and the tracker's.
+
+    ``pixel_values`` -> ``fpn_hidden_state_0..3``, ``fpn_position_encoding_0..3`` (detector
+    neck) and ``image_embeddings.0/.1/.2`` (tracker neck, ``conv_s0``/``conv_s1`` applied, the
+    no-memory embedding added to level 2 as ``get_image_embeddings`` does).
+    """
+
+    def __init__(self, video: nn.Module) -> None:
+        super().__init__()
+        self.video = video
+
+    def forward(self, pixel_values):  # noqa: D102
+        vis = self.video.detector_model.vision_encoder(pixel_values)
+        feats, _ = self.video.get_vision_features_for_tracker(vis)
+        feats[-1] = feats[-1] + self.video.tracker_model.no_memory_embedding
+        sizes = self.video.tracker_model.backbone_feature_sizes
+        emb = [f.permute(1, 2, 0).reshape(1, -1, *size) for f, size in zip(feats, sizes,
+                                                                           strict=True)]
+        return (*vis.fpn_hidden_states, *vis.fpn_position_encoding, *emb)
 
 
 class DetectorVision(nn.Module):
@@ -215,6 +278,11 @@ def export_tracker(folder: Path, model: nn.Module) -> Path:
             list(EMBEDDINGS))
     with torch.no_grad():
         emb = model.get_image_embeddings(x)
+    _export_tracker_decoder(folder, model, emb)
+    return folder
+
+
+def _export_tracker_decoder(folder: Path, model: nn.Module, emb) -> None:
     pts = torch.tensor([[[[30.0, 40.0], [100.0, 90.0]]]])
     labs = torch.tensor([[[1, 0]]], dtype=torch.int64)
     boxes = torch.tensor([[[20.0, 30.0, 150.0, 120.0]]])
@@ -224,7 +292,6 @@ def export_tracker(folder: Path, model: nn.Module) -> Path:
             ["iou_scores", "pred_masks", "object_score_logits"],
             {"input_points": {2: "num_points"}, "input_labels": {2: "num_points"},
              "input_boxes": {1: "num_boxes"}})
-    return folder
 
 
 def export_detector(folder: Path, model: nn.Module, presence: bool = False) -> Path:
@@ -234,6 +301,32 @@ def export_detector(folder: Path, model: nn.Module, presence: bool = False) -> P
     x = torch.zeros(1, 3, SIZE, SIZE)
     _export(DetectorVision(model), (x,), folder / "vision_encoder.onnx", ["pixel_values"],
             [*FPN, *FPN_POS])
+    _export_detector_heads(folder, model, presence)
+    return folder
+
+
+def export_dual(folder: Path, video: nn.Module) -> Path:
+    """A one-encoder folder: parodiniccolo's dual encoder + onnx-community's + danilobukvic's heads.
+
+    ``sam3_vision_dual.onnx`` (:class:`DualVision`), ``prompt_encoder_mask_decoder.onnx`` (the
+    tracker head, :func:`tracker_of`), ``text_encoder.onnx`` and ``decoder.onnx`` (the
+    detector's).
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    x = torch.zeros(1, 3, SIZE, SIZE)
+    dual = DualVision(video)
+    _export(dual, (x,), folder / "sam3_vision_dual.onnx", ["pixel_values"],
+            [*FPN, *FPN_POS, *EMBEDDINGS])
+    with torch.no_grad():
+        emb = list(dual(x)[8:])
+    _export_tracker_decoder(folder, tracker_of(video), emb)
+    _export_detector_heads(folder, video.detector_model, False)
+    return folder
+
+
+def _export_detector_heads(folder: Path, model: nn.Module, presence: bool) -> None:
+    x = torch.zeros(1, 3, SIZE, SIZE)
     ids, mask = tokens([49406, 320, 1929, 49407])
     _export(DetectorText(model), (ids, mask), folder / "text_encoder.onnx",
             ["input_ids", "attention_mask"], ["text_features"])
@@ -245,7 +338,6 @@ def export_detector(folder: Path, model: nn.Module, presence: bool = False) -> P
             (*vis.fpn_hidden_states[:3], vis.fpn_position_encoding[2], text, mask),
             folder / "decoder.onnx",
             [*FPN[:3], FPN_POS[2], "text_features", "attention_mask"], outs)
-    return folder
 
 
 def tokens(ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
