@@ -22,6 +22,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+#: Added to the object-score logit (the head's last bias) so test prompts meet a present object.
+OBJECT_SCORE_BIAS = 8.0
 IMAGE_MEAN = (0.5, 0.5, 0.5)
 IMAGE_STD = (0.5, 0.5, 0.5)
 DECODER_OUTPUTS = ("pred_masks", "high_res_masks", "iou_scores", "object_pointer",
@@ -48,6 +50,8 @@ class JaxVideoDecoder(nn.Module):
         self.teacher_force_obj_scores_for_mem = False
         Sam3TrackerBase._build_sam_heads(self)
         self.no_obj_ptr = nn.Parameter(torch.randn(1, hidden_dim) * 0.02)
+        with torch.no_grad():  # random heads say "absent" half the time; SAM then blanks masks
+            self.sam_mask_decoder.pred_obj_score_head.layers[-1].bias.fill_(OBJECT_SCORE_BIAS)
 
     def _maybe_clone(self, x: torch.Tensor) -> torch.Tensor:
         return x
