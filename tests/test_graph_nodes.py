@@ -153,3 +153,29 @@ def test_hugging_face_pad_spelling_counts_like_the_concat(value, pads, tmp_path)
     path = b.save(tmp_path / "dec.onnx")
     d = decide_padding(read_signature(path), "input_points", "input_labels", not pads)
     assert d.graph_pads is pads and d.source == "graph dec.onnx"
+
+
+def test_inspect_says_when_the_graph_does_not_decide(tmp_path, capsys):
+    """An op the check cannot see through: the layout's contract, and inspect says why."""
+    import onnx
+    from onnx import helper
+
+    from napari_sam3_onnx.cli import main
+    from napari_sam3_onnx.testing.jax_video import build_jax_video
+
+    folder = build_jax_video(tmp_path / "jax", memory=False, pads=False)
+    path = folder / "mask_decoder.onnx"
+    model = onnx.load(str(path))
+    for node in model.graph.node:  # route the points through an edge-mode Pad of nothing
+        node.input[:] = ["points_edge" if i == "input_points" else i for i in node.input]
+    zeros = numpy_helper.from_array(np.zeros(8, np.int64), "no_pads")
+    model.graph.initializer.append(zeros)
+    model.graph.node.insert(0, helper.make_node("Pad", ["input_points", "no_pads"],
+                                                ["points_edge"], mode="edge"))
+    onnx.save(model, str(path))
+    assert main(["inspect", str(folder)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines()
+                if x.strip().startswith("padding"))
+    assert "graph pads itself" in line  # the jax-video contract, not a guess against it
+    assert "layout default; graph mask_decoder.onnx inconclusive" in line
+    assert "input_points meets a Pad in edge mode" in line, line

@@ -128,7 +128,8 @@ def _at_concat(nodes: GraphNodes, node: Node, reached: set[str], producer: dict[
     for other in (i for i in node.inputs if i and i not in reached):
         v = _value(nodes, other, producer)
         if v is None:
-            return _Walk("inconclusive", f"Concat with a constant it cannot read ({other})")
+            return _Walk("inconclusive", f"meets a Concat with a constant it cannot read "
+                         f"({other})")
         if isinstance(v, np.ndarray) and v.size:
             if np.allclose(v.astype(np.float64), want):
                 return _Walk("found")
@@ -145,14 +146,16 @@ def _at_pad(nodes: GraphNodes, node: Node, producer: dict[str, Node],
     """
     mode = node.attrs.get("mode", "constant")
     pads = _value(nodes, node.inputs[1], producer) if len(node.inputs) > 1 else None
-    if mode != "constant" or not isinstance(pads, np.ndarray):
-        return _Walk("inconclusive", f"Pad (mode {mode}) with amounts it cannot read")
+    if mode != "constant":
+        return _Walk("inconclusive", f"meets a Pad in {mode} mode")
+    if not isinstance(pads, np.ndarray):
+        return _Walk("inconclusive", "meets a Pad with amounts it cannot read")
     if not pads.any():
         return None
     has_value = len(node.inputs) > 2 and node.inputs[2]
     value = _value(nodes, node.inputs[2], producer) if has_value else np.zeros(1)
     if not isinstance(value, np.ndarray) or value.size != 1:
-        return _Walk("inconclusive", "Pad with a value it cannot read")
+        return _Walk("inconclusive", "meets a Pad with a value it cannot read")
     if np.isclose(float(value.reshape(-1)[0]), want):
         return _Walk("found")
     return _Walk("absent", f"Pad with {float(value.reshape(-1)[0])}")
@@ -164,13 +167,13 @@ def _follow(nodes: GraphNodes, start: str, want: float) -> _Walk:
     reached, todo = {start}, [start]
     absent: _Walk | None = None
     if not consumers.get(start):
-        return _Walk("inconclusive", f"no node reads {start}")
+        return _Walk("inconclusive", "no node reads it")
     while todo:
         t = todo.pop()
         for node in consumers.get(t, []):
             op = node.op_type
             if node.domain:
-                return _Walk("inconclusive", f"{start} reaches {node.domain}.{op}")
+                return _Walk("inconclusive", f"reaches {node.domain}.{op}")
             if op in SHAPE_OPS:
                 continue
             if op in CONSUMING_OPS:
@@ -185,8 +188,8 @@ def _follow(nodes: GraphNodes, start: str, want: float) -> _Walk:
                 todo.extend(new)
                 continue
             if op not in VALUE_INPUTS:
-                return _Walk("inconclusive", f"{start} reaches {op}, which this check cannot "
-                             "see through")
+                return _Walk("inconclusive", f"reaches {op}, which this check cannot see "
+                             "through")
             positions = VALUE_INPUTS[op]
             if positions is not None and not any(
                     i < len(node.inputs) and node.inputs[i] == t for i in positions):
@@ -217,12 +220,13 @@ def decide_padding(sig: GraphSignature, coords: str, labels: str,
         return PaddingDecision(default, f"{contract}; graph not readable: {exc}")
     if not nodes.nodes:
         return PaddingDecision(default, f"{contract}; no top-level nodes")
-    walks = (_follow(nodes, coords, 0.0), _follow(nodes, labels, -1.0))
-    unsure = [w.why for w in walks if w.outcome == "inconclusive"]
+    walks = {coords: _follow(nodes, coords, 0.0), labels: _follow(nodes, labels, -1.0)}
+    unsure = [f"{name} {w.why}" for name, w in walks.items() if w.outcome == "inconclusive"]
     if unsure:
         return PaddingDecision(default, f"{contract}; graph {sig.path.name} inconclusive: "
                                + "; ".join(unsure))
-    return PaddingDecision(all(w.outcome == "found" for w in walks), f"graph {sig.path.name}")
+    return PaddingDecision(all(w.outcome == "found" for w in walks.values()),
+                           f"graph {sig.path.name}")
 
 
 def with_padding(points: np.ndarray, labels: np.ndarray, decision: PaddingDecision
