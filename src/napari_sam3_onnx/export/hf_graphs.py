@@ -217,17 +217,59 @@ class DetectorHead(nn.Module):
         self.model, self.presence = model, presence
 
     def forward(self, f0, f1, f2, pos2, text_features, attention_mask):  # noqa: D102
-        from transformers.models.sam3.modeling_sam3 import Sam3VisionEncoderOutput
-
-        zeros = torch.zeros_like(pos2)
-        vision = Sam3VisionEncoderOutput(fpn_hidden_states=(f0, f1, f2, f2),
-                                         fpn_position_encoding=(zeros, zeros, pos2, zeros))
-        from transformers.modeling_outputs import BaseModelOutputWithPooling
-
-        out = self.model(vision_embeds=vision, attention_mask=attention_mask,
-                         text_embeds=BaseModelOutputWithPooling(pooler_output=text_features))
+        out = self.model(vision_embeds=_vision(f0, f1, f2, pos2), attention_mask=attention_mask,
+                         text_embeds=_text(text_features))
         heads = (out.pred_masks, out.pred_boxes, out.pred_logits)
         return (*heads, out.presence_logits) if self.presence else heads
+
+
+class WwDetector(nn.Module):
+    """The wW-Ww ``detector`` boundary: three FPN levels, text and its mask -> detections.
+
+    ``features_{4g,2g,g}``, ``text_features [1,32,256]``, ``text_mask [1,32]`` bool (True =
+    token: transformers' ``attention_mask.bool()``; the card does not give dtype or polarity)
+    -> ``pred_logits [1,Q]``, ``pred_boxes [1,Q,4]``, ``presence_logits [1,1]``, ``pred_masks``,
+    ``semantic_seg [1,1,4g,4g]``. The top level's sine position encoding does not depend on the
+    image, so it is a constant of the graph here (not an input).
+    """
+
+    def __init__(self, model: nn.Module, pos2: torch.Tensor) -> None:
+        super().__init__()
+        self.head = DetectorHead(model, presence=True)
+        self.register_buffer("pos2", pos2.clone(), persistent=True)
+
+    def forward(self, f0, f1, f2, text_features, text_mask):  # noqa: D102
+        out = self.head.model(
+            vision_embeds=_vision(f0, f1, f2, self.pos2), attention_mask=text_mask.long(),
+            text_embeds=_text(text_features))
+        return (out.pred_logits, out.pred_boxes, out.presence_logits, out.pred_masks,
+                out.semantic_seg)
+
+
+def _vision(f0, f1, f2, pos2):
+    from transformers.models.sam3.modeling_sam3 import Sam3VisionEncoderOutput
+
+    zeros = torch.zeros_like(pos2)  # levels 0, 1 and 3's encodings are not read without boxes
+    return Sam3VisionEncoderOutput(fpn_hidden_states=(f0, f1, f2, f2),
+                                   fpn_position_encoding=(zeros, zeros, pos2, zeros))
+
+
+def _text(text_features):
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    return BaseModelOutputWithPooling(pooler_output=text_features)
+
+
+class WwVision(nn.Module):
+    """:class:`DualVision` under the wW-Ww names: ``features_<side>`` and the tracker's three."""
+
+    def __init__(self, video: nn.Module) -> None:
+        super().__init__()
+        self.dual = DualVision(video)
+
+    def forward(self, pixel_values):  # noqa: D102
+        out = self.dual(pixel_values)
+        return (*out[:3], *out[8:])
 
 
 def _export(module: nn.Module, args: tuple, path: Path, inputs: list[str], outputs: list[str],
@@ -322,6 +364,41 @@ def export_dual(folder: Path, video: nn.Module) -> Path:
         emb = list(dual(x)[8:])
     _export_tracker_decoder(folder, tracker_of(video), emb)
     _export_detector_heads(folder, video.detector_model, False)
+    return folder
+
+
+def ww_feature_names() -> tuple[str, str, str]:
+    """``features_<side>`` of the three detector levels (``features_288/144/72`` at 1008 px)."""
+    return tuple(f"features_{k * GRID}" for k in (4, 2, 1))  # type: ignore[return-value]
+
+
+def export_wwww(folder: Path, video: nn.Module) -> Path:
+    """The ``wW-Ww/sam3-ONNX`` arrangement under its card's names (fp32 here, not fp16).
+
+    ``vision.onnx`` (``pixel_values`` -> ``features_*`` + ``image_embeddings.0/.1/.2``, one ViT
+    pass), ``prompt_encoder_mask_decoder.onnx`` (as onnx-community's), ``text.onnx``
+    (``input_ids``, ``attention_mask`` -> ``text_features``) and ``detector.onnx``
+    (:class:`WwDetector`, with ``presence_logits``).
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    x = torch.zeros(1, 3, SIZE, SIZE)
+    feats = ww_feature_names()
+    _export(WwVision(video), (x,), folder / "vision.onnx", ["pixel_values"],
+            [*feats, *EMBEDDINGS])
+    dual = DualVision(video).eval()
+    with torch.no_grad():
+        out = dual(x)
+    _export_tracker_decoder(folder, tracker_of(video), list(out[8:]))
+    model = video.detector_model
+    ids, mask = tokens([49406, 320, 1929, 49407])
+    _export(DetectorText(model), (ids, mask), folder / "text.onnx",
+            ["input_ids", "attention_mask"], ["text_features"])
+    with torch.no_grad():
+        text = DetectorText(model)(ids, mask)
+    _export(WwDetector(model, out[6]), (*out[:3], text, mask.bool()), folder / "detector.onnx",
+            [*feats, "text_features", "text_mask"],
+            ["pred_logits", "pred_boxes", "presence_logits", "pred_masks", "semantic_seg"])
     return folder
 
 
