@@ -30,10 +30,10 @@ def video():
 
 
 @pytest.fixture(scope="module")
-def wwww(video, tmp_path_factory):
+def wwww(video, dual, tmp_path_factory):
     from napari_sam3_onnx.export import hf_graphs as H
 
-    return H.export_wwww(tmp_path_factory.mktemp("wwww"), video)
+    return H.export_wwww(tmp_path_factory.mktemp("wwww"), video, dual=dual[1])
 
 
 @pytest.fixture(scope="module")

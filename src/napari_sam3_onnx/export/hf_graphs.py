@@ -372,34 +372,59 @@ def ww_feature_names() -> tuple[str, str, str]:
     return tuple(f"features_{k * GRID}" for k in (4, 2, 1))  # type: ignore[return-value]
 
 
-def export_wwww(folder: Path, video: nn.Module) -> Path:
+def export_wwww(folder: Path, video: nn.Module, dual: Path | None = None) -> Path:
     """The ``wW-Ww/sam3-ONNX`` arrangement under its card's names (fp32 here, not fp16).
 
     ``vision.onnx`` (``pixel_values`` -> ``features_*`` + ``image_embeddings.0/.1/.2``, one ViT
     pass), ``prompt_encoder_mask_decoder.onnx`` (as onnx-community's), ``text.onnx``
     (``input_ids``, ``attention_mask`` -> ``text_features``) and ``detector.onnx``
-    (:class:`WwDetector`, with ``presence_logits``).
+    (:class:`WwDetector`, with ``presence_logits``). ``dual``: a folder :func:`export_dual`
+    wrote from the same ``video``; its graphs are then renamed and copied, not exported again.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     x = torch.zeros(1, 3, SIZE, SIZE)
     feats = ww_feature_names()
-    _export(WwVision(video), (x,), folder / "vision.onnx", ["pixel_values"],
-            [*feats, *EMBEDDINGS])
-    dual = DualVision(video).eval()
     with torch.no_grad():
-        out = dual(x)
-    _export_tracker_decoder(folder, tracker_of(video), list(out[8:]))
+        out = DualVision(video).eval()(x)
     model = video.detector_model
     ids, mask = tokens([49406, 320, 1929, 49407])
-    _export(DetectorText(model), (ids, mask), folder / "text.onnx",
-            ["input_ids", "attention_mask"], ["text_features"])
+    if dual is None:
+        _export(WwVision(video), (x,), folder / "vision.onnx", ["pixel_values"],
+                [*feats, *EMBEDDINGS])
+        _export_tracker_decoder(folder, tracker_of(video), list(out[8:]))
+        _export(DetectorText(model), (ids, mask), folder / "text.onnx",
+                ["input_ids", "attention_mask"], ["text_features"])
+    else:
+        _renamed(Path(dual) / "sam3_vision_dual.onnx", folder / "vision.onnx",
+                 dict(zip(FPN[:3], feats, strict=True)), [*feats, *EMBEDDINGS])
+        for src, dst in (("prompt_encoder_mask_decoder.onnx", "prompt_encoder_mask_decoder.onnx"),
+                         ("text_encoder.onnx", "text.onnx")):
+            _renamed(Path(dual) / src, folder / dst, {}, None)
     with torch.no_grad():
         text = DetectorText(model)(ids, mask)
     _export(WwDetector(model, out[6]), (*out[:3], text, mask.bool()), folder / "detector.onnx",
             [*feats, "text_features", "text_mask"],
             ["pred_logits", "pred_boxes", "presence_logits", "pred_masks", "semantic_seg"])
     return folder
+
+
+def _renamed(src: Path, dst: Path, rename: dict[str, str], keep: list[str] | None) -> None:
+    """Copy a graph, renaming tensors and keeping only the outputs ``keep`` (None: all)."""
+    import onnx
+
+    model = onnx.load(str(src))
+    for node in model.graph.node:
+        node.input[:] = [rename.get(i, i) for i in node.input]
+        node.output[:] = [rename.get(o, o) for o in node.output]
+    outputs = list(model.graph.output)
+    for out in outputs:
+        out.name = rename.get(out.name, out.name)
+    if keep is not None:
+        del model.graph.output[:]
+        model.graph.output.extend(sorted((o for o in outputs if o.name in keep),
+                                         key=lambda o: keep.index(o.name)))
+    onnx.save(model, str(dst))
 
 
 def _export_detector_heads(folder: Path, model: nn.Module, presence: bool) -> None:

@@ -161,49 +161,55 @@ def _at_pad(nodes: GraphNodes, node: Node, producer: dict[str, Node],
     return _Walk("absent", f"Pad with {float(value.reshape(-1)[0])}")
 
 
+def _visit(nodes: GraphNodes, node: Node, t: str, reached: set[str],
+           producer: dict[str, Node], want: float) -> tuple[_Walk | None, bool]:
+    """What ``node`` says about the followed tensor ``t``: (a finding or None, follow on?)."""
+    op = node.op_type
+    if node.domain:
+        return _Walk("inconclusive", f"reaches {node.domain}.{op}"), False
+    if op in SHAPE_OPS or op in CONSUMING_OPS:
+        return None, False
+    if op == "Pad":
+        if node.inputs[0] != t:
+            return None, False
+        padded = _at_pad(nodes, node, producer, want)
+        return padded, padded is None or padded.outcome != "inconclusive"
+    if op not in VALUE_INPUTS:
+        return _Walk("inconclusive", f"reaches {op}, which this check cannot see through"), False
+    positions = VALUE_INPUTS[op]
+    if positions is not None and not any(
+            i < len(node.inputs) and node.inputs[i] == t for i in positions):
+        return None, False  # t is an index, a shape or a condition here, not the values
+    if op == "Concat":
+        return _at_concat(nodes, node, reached, producer, want), True
+    return None, True
+
+
 def _follow(nodes: GraphNodes, start: str, want: float) -> _Walk:
-    """Follow ``start``'s values to a Concat with a constant equal to ``want``, if any."""
+    """Follow ``start``'s values to a Concat (or Pad) with a constant equal to ``want``.
+
+    A padding found on any path of ops it can read wins (a path is not followed past an op it
+    cannot read); otherwise such an op or an unreadable constant makes the answer
+    inconclusive; otherwise it is absent.
+    """
     producer, consumers = nodes.producer(), nodes.consumers()
-    reached, todo = {start}, [start]
-    absent: _Walk | None = None
     if not consumers.get(start):
         return _Walk("inconclusive", "no node reads it")
+    reached, todo = {start}, [start]
+    findings: dict[str, _Walk] = {}
     while todo:
         t = todo.pop()
         for node in consumers.get(t, []):
-            op = node.op_type
-            if node.domain:
-                return _Walk("inconclusive", f"reaches {node.domain}.{op}")
-            if op in SHAPE_OPS:
-                continue
-            if op in CONSUMING_OPS:
-                continue
-            if op == "Pad" and node.inputs[0] == t:
-                padded = _at_pad(nodes, node, producer, want)
-                if padded is not None and padded.outcome != "absent":
-                    return padded
-                absent = absent or padded
+            finding, onward = _visit(nodes, node, t, reached, producer, want)
+            if finding is not None:
+                if finding.outcome == "found":
+                    return finding
+                findings.setdefault(finding.outcome, finding)
+            if onward:
                 new = [o for o in node.outputs if o and o not in reached]
                 reached.update(new)
                 todo.extend(new)
-                continue
-            if op not in VALUE_INPUTS:
-                return _Walk("inconclusive", f"reaches {op}, which this check cannot see "
-                             "through")
-            positions = VALUE_INPUTS[op]
-            if positions is not None and not any(
-                    i < len(node.inputs) and node.inputs[i] == t for i in positions):
-                continue  # t is an index, a shape or a condition here, not the values
-            if op == "Concat":
-                seen = _at_concat(nodes, node, reached, producer, want)
-                if seen is not None and seen.outcome != "absent":
-                    return seen
-                absent = absent or seen
-            for o in node.outputs:
-                if o and o not in reached:
-                    reached.add(o)
-                    todo.append(o)
-    return absent or _Walk("absent")
+    return findings.get("inconclusive") or findings.get("absent") or _Walk("absent")
 
 
 def decide_padding(sig: GraphSignature, coords: str, labels: str,
