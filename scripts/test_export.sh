@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Export check: build Meta's SAM 3 (PyPI sam3==0.1.4) at reduced depth with seeded random weights,
-# export it to the nso-sam3 bundle and run the parity tests (tests/export) against PyTorch.
+# export it to the nso-sam3 bundle and run the parity tests (tests/export) against PyTorch;
+# tests/export also exports small random-weight transformers SAM 3 models under the published
+# Hugging Face names and Meta's tracker heads in the jax-video layout (docs/export.md).
 #
 # It needs its own environment (PyTorch + sam3; the plugin's environment must stay torch-free):
 #   NSO_EXPORT_VENV  the export venv (created if missing;
@@ -35,7 +37,7 @@ else
 fi
 "$VENV/bin/python" -m pip install -q "sam3==0.1.4" timm "numpy<2.4" onnx "onnxruntime>=1.17" "onnx_ir>=0.1" \
   psutil "tokenizers>=0.15" "scikit-image>=0.21" "scipy>=1.10" "platformdirs>=3" "zarr>=3.1" \
-  "tifffile>=2025.5.21" "pytest>=8" "pytest-timeout>=2"
+  "tifffile>=2025.5.21" "pytest>=8" "pytest-timeout>=2" "transformers==5.24.0"
 
 echo "== CLIP BPE vocabulary (the sam3 wheel lacks it; the osam wheel ships the same file)"
 BPE="$WORK/bpe_simple_vocab_16e6.txt.gz"
@@ -57,7 +59,7 @@ digest = hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()
 sys.exit(0 if digest == CLIP_BPE.sha256 else f"unexpected vocabulary SHA-256 {digest}")
 EOF
 # Fail here, not with silently skipped parity tests, if the export environment is broken.
-"$VENV/bin/python" -c "import torch, sam3, onnxruntime; print('torch', torch.__version__)"
+"$VENV/bin/python" -c "import torch, sam3, onnxruntime, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 
 echo "== export (reduced depth, random weights, seed 0)"
 BUNDLE="$WORK/bundle"

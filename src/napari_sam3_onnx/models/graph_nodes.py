@@ -6,9 +6,9 @@ model-local functions are not), and only initializers of at most :data:`SMALL` e
 values; large initializers are skipped by seeking, so reading a decoder costs its node list only.
 
 Field numbers (onnx/onnx.proto): GraphProto.node = 1, initializer = 5; NodeProto.input = 1,
-output = 2, op_type = 4, attribute = 5; AttributeProto.name = 1, f = 2, i = 3, t = 5, floats = 7,
-ints = 8; TensorProto.dims = 1, data_type = 2, float_data = 4, int32_data = 5, int64_data = 7,
-name = 8, raw_data = 9, double_data = 10.
+output = 2, op_type = 4, attribute = 5, domain = 7; AttributeProto.name = 1, f = 2, i = 3, s = 4,
+t = 5, floats = 7, ints = 8; TensorProto.dims = 1, data_type = 2, float_data = 4, int32_data = 5,
+int64_data = 7, name = 8, raw_data = 9, double_data = 10.
 """
 
 from __future__ import annotations
@@ -32,12 +32,17 @@ _NP = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 10: np.float16, 11:
 
 @dataclass(frozen=True)
 class Node:
-    """One node: op type, input and output tensor names, small constant attribute values."""
+    """One node: op type, input and output tensor names, small constant attribute values.
+
+    ``domain`` is the operator set's domain (``""`` for standard ONNX; a model-local function's
+    or a custom op's domain otherwise).
+    """
 
     op_type: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     attrs: dict[str, object] = field(default_factory=dict)
+    domain: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,8 @@ def _attribute(buf: bytes) -> tuple[str, object]:
             value = struct.unpack("<f", ln.to_bytes(4, "little"))[0]
         elif num == 3 and wire == 0:
             value = _signed(ln)
+        elif num == 4 and wire == 2 and ln <= 256:
+            value = _read(f, st, ln).decode("utf-8", "replace")
         elif num == 5 and wire == 2:
             f.seek(st)
             value = _tensor(f, st + ln)[1]
@@ -135,7 +142,7 @@ def _attribute(buf: bytes) -> tuple[str, object]:
 
 def _node(buf: bytes) -> Node:
     f = io.BytesIO(buf)
-    op = ""
+    op, domain = "", ""
     ins: list[str] = []
     outs: list[str] = []
     attrs: dict[str, object] = {}
@@ -146,10 +153,12 @@ def _node(buf: bytes) -> Node:
             (ins if num == 1 else outs).append(_read(f, st, ln).decode("utf-8"))
         elif num == 4:
             op = _read(f, st, ln).decode("utf-8")
+        elif num == 7:
+            domain = _read(f, st, ln).decode("utf-8")
         elif num == 5:
             key, value = _attribute(_read(f, st, ln))
             attrs[key] = value
-    return Node(op, tuple(ins), tuple(outs), attrs)
+    return Node(op, tuple(ins), tuple(outs), attrs, "" if domain == "ai.onnx" else domain)
 
 
 def read_nodes(path: Path | str) -> GraphNodes:
