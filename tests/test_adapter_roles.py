@@ -299,4 +299,30 @@ def test_hf_tracker_box_alone_goes_through_its_prompt_decoder(tmp_path):
     assert cands.logits.shape[1:] == adapter.mask_size
     assert not adapter.prompt_decoder.accepts_mask_input
     np.testing.assert_array_equal(seen[0]["input_boxes"], [[[10.0, 5.0, 60.0, 40.0]]])
-    np.testing.assert_array_equal(seen[0]["input_labels"], [[[-1]]])  # SAM's padding point
+    # No padding point: transformers' tracker embeds a box alone with zero points (the
+    # export tier checks this against transformers on a graph traced from it).
+    assert seen[0]["input_points"].shape == (1, 1, 0, 2)
+    assert seen[0]["input_labels"].shape == (1, 1, 0)
+    assert len(seen) == 1  # this graph takes zero points: no padded retry
+    assert cands.logits.max() > 0  # the toy decoder answered the box with a mask
+
+
+def test_hf_tracker_box_alone_falls_back_to_a_padding_point_where_zero_points_fail(tmp_path):
+    adapter = open_bundle(build_hf_tracker(tmp_path))
+    seen = []
+    run = adapter.decoder.run
+
+    def refuse_zero_points(names, feeds):
+        seen.append(feeds)
+        if feeds["input_points"].shape[2] == 0:
+            raise RuntimeError("this graph cannot take zero points")
+        return run(names, feeds)
+
+    adapter.decoder.run = refuse_zero_points
+    image = np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2)
+    emb = adapter.encode(image)
+    box, labels = np.array([[10.0, 5.0], [60.0, 40.0]], np.float32), np.array([2, 3])
+    adapter.prompt_decoder.predict_masks(emb, box, labels)
+    np.testing.assert_array_equal(seen[1]["input_labels"], [[[-1]]])  # SAM's padding point
+    adapter.prompt_decoder.predict_masks(emb, box, labels)
+    assert len(seen) == 3  # remembered: the second box goes straight to the padded feed

@@ -12,8 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from napari_sam3_onnx.models.errors import MissingCapabilityError
-
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
@@ -100,12 +98,6 @@ def test_clicks_give_what_the_video_model_gives(layout, dual, wwww):
                                atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a folder with one dual encoder (pixel_values -> fpn_hidden_state_0..3, "
-    "fpn_position_encoding_0..3 and image_embeddings.0/.1/.2 from one ViT pass), the "
-    "onnx-community prompt_encoder_mask_decoder and the danilobukvic text_encoder + decoder is "
-    "claimed by the hf-tracker adapter for clicks and boxes only: text_encoder.onnx and "
-    "decoder.onnx are ignored, so no text capability on the one encode"))
 def test_the_dual_folder_does_clicks_and_text_on_one_encode(dual):
     from napari_sam3_onnx.models.base import Capability
     from napari_sam3_onnx.models.bundle import open_bundle
@@ -114,16 +106,8 @@ def test_the_dual_folder_does_clicks_and_text_on_one_encode(dual):
     assert {Capability.CLICKS, Capability.TEXT} <= adapter.capabilities
 
 
-WWWW_XFAIL = (
-    "the wW-Ww arrangement (vision: pixel_values -> features_<4g/2g/g> [1,256,side,side] + "
-    "image_embeddings.0/.1/.2; text: input_ids, attention_mask i64 [1,32] -> text_features "
-    "[1,32,256]; detector: features_*, text_features, text_mask bool [1,32] (True = token, "
-    "a guess) -> pred_logits [1,Q], pred_boxes [1,Q,4] xyxy, presence_logits [1,1], "
-    "pred_masks [1,Q,4g,4g], semantic_seg) is claimed by hf-tracker for clicks and boxes "
-    "only: text and detector ignored. Expected scores = sigmoid(logit) * sigmoid(presence)")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=WWWW_XFAIL)
 def test_the_wwww_folder_opens_with_text(wwww):
     from napari_sam3_onnx.models.base import Capability
     from napari_sam3_onnx.models.bundle import open_bundle
@@ -131,8 +115,6 @@ def test_the_wwww_folder_opens_with_text(wwww):
     assert Capability.TEXT in open_bundle(wwww).capabilities
 
 
-@pytest.mark.xfail(strict=True, raises=(AssertionError, MissingCapabilityError),
-                   reason=WWWW_XFAIL)
 def test_wwww_detections_give_what_transformers_gives(video, dual, wwww):
     """Every query: sigmoid(logit) x sigmoid(presence), the box, the mask logits."""
     from napari_sam3_onnx.export import hf_graphs as H

@@ -6,17 +6,15 @@ hf_graphs`) exported as the onnx-community tracker pair and the danilobukvic / t
 text-detector triple; the plugin's adapters, through the engine where a workflow exists, are
 compared with transformers' own forward on the same pixels.
 
-Where no adapter opens a layout yet, or one differs from transformers, the test says what
-differs and is marked ``xfail(strict=True)``: it turns into a failure (to be un-marked) the day
-an adapter makes it pass.
+Where an adapter still differs from transformers, the test says what differs and is marked
+``xfail(strict=True)``: it turns into a failure (to be un-marked) the day the adapter makes it
+pass.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from napari_sam3_onnx.models.errors import UnknownLayoutError
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -118,12 +116,6 @@ def test_tracker_prompts_give_what_transformers_gives(case, tracker):
     assert _iou(mask, ref) > 0.98
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "hf-tracker adapter, a box alone: it feeds input_points [1,1,1,2] = (0, 0) with label -1 "
-    "next to input_boxes [1,1,4]; transformers' Sam3TrackerModel with input_boxes only embeds "
-    "the box's two corners and the box's own padding token, no extra point (as Meta's SAM 3 "
-    "does for a box given as labels 2/3). Feeding input_points [1,1,0,2] / input_labels "
-    "[1,1,0] with the box gives transformers' answer on this graph."))
 def test_tracker_box_alone_gives_what_transformers_gives(tracker):
     from napari_sam3_onnx.engine.interactive import Prompt, prepare_prompt
 
@@ -137,7 +129,7 @@ def test_tracker_box_alone_gives_what_transformers_gives(tracker):
 
 
 def test_the_graph_takes_a_box_without_points_as_transformers_does(tracker):
-    """What the adapter could feed for a box alone (the xfail above): checked on this graph."""
+    """What the adapter feeds for a box alone (zero points): checked on this graph."""
     from napari_sam3_onnx.export.hf_graphs import EMBEDDINGS
 
     model, adapter, _, emb = tracker
@@ -191,17 +183,6 @@ def test_detector_graphs_run_as_transformers_does(detector):
     np.testing.assert_allclose(out["pred_masks"], ref.pred_masks.numpy(), atol=1e-2, rtol=1e-3)
 
 
-HF_DETECTOR_XFAIL = (
-    "no adapter opens the Hugging Face Sam3Model layout (danilobukvic/sam3-text-onnx names): "
-    "vision_encoder pixel_values f32 [1,3,S,S] -> fpn_hidden_state_0..3 + "
-    "fpn_position_encoding_0..3 f32 [1,256,4g..g/2]; text_encoder input_ids, attention_mask "
-    "i64 [1,32] (end-token padded, 1 = token) -> text_features f32 [1,32,256]; decoder "
-    "fpn_hidden_state_0..2, fpn_position_encoding_2, text_features, attention_mask -> "
-    "pred_masks [1,Q,4g,4g] logits, pred_boxes [1,Q,4] normalised xyxy, pred_logits [1,Q] "
-    "(no presence output). Expected: scores = sigmoid(pred_logits)")
-
-
-@pytest.mark.xfail(strict=True, raises=UnknownLayoutError, reason=HF_DETECTOR_XFAIL)
 def test_detector_bundle_opens_with_text(detector):
     from napari_sam3_onnx.models.base import Capability
     from napari_sam3_onnx.models.bundle import open_bundle
@@ -210,7 +191,6 @@ def test_detector_bundle_opens_with_text(detector):
     assert Capability.TEXT in adapter.capabilities
 
 
-@pytest.mark.xfail(strict=True, raises=UnknownLayoutError, reason=HF_DETECTOR_XFAIL)
 def test_detections_give_what_transformers_gives(detector):
     """Every query: score sigmoid(logit) (the graph has no presence), box, mask logits."""
     from napari_sam3_onnx.models.bundle import open_bundle

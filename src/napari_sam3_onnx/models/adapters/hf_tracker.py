@@ -12,7 +12,7 @@ The decoder is multimask-only: candidates are SAM's three multimask outputs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from typing_extensions import override
@@ -39,6 +39,8 @@ class HfPromptDecoder:
     session: LazySession
     mask_size: tuple[int, int]
     accepts_mask_input: bool = False
+    #: The graph refused zero points once: a box alone gets SAM's padding point from then on.
+    _zero_points_fail: bool = field(default=False, init=False)
 
     def predict_masks(
         self,
@@ -56,21 +58,37 @@ class HfPromptDecoder:
         )
         clicks = ~(tl | br)
         pts, labs = points_xy[clicks], labels[clicks]
-        if len(pts) == 0:  # a box alone: one padding point (label -1), as SAM pads
-            pts, labs = np.zeros((1, 2), np.float32), np.full(1, -1, np.int64)
         feeds = {
             "input_points": pts[None, None].astype(np.float32),
             "input_labels": labs[None, None],
             "input_boxes": boxes[None].astype(np.float32),
             **{name: embedding.features[name] for name in EMBEDDINGS},
         }
-        out = self.session.run(DECODER_OUTPUTS, feeds)
+        out = self._run_box_alone(feeds) if len(pts) == 0 else self.session.run(
+            DECODER_OUTPUTS, feeds)
         return MaskCandidates(
             logits=out["pred_masks"].reshape(-1, *self.mask_size).astype(np.float32),
             iou=out["iou_scores"].reshape(-1).astype(np.float32),
             object_score=float(out["object_score_logits"].reshape(-1)[0]),
             single_mask_first=False,
         )
+
+    def _run_box_alone(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A box with no clicks: zero points, as transformers' tracker embeds a box alone.
+
+        ``Sam3TrackerModel`` given ``input_boxes`` only embeds the box's corners and adds no
+        padding point (the exported graph takes ``input_points [1,1,0,2]``; checked against
+        transformers in ``tests/export/test_hf_graphs.py``). A graph that cannot take zero
+        points gets one ``(0, 0)`` point with label -1 instead, as SAM's prompt encoder pads.
+        """
+        if not self._zero_points_fail:
+            try:
+                return self.session.run(DECODER_OUTPUTS, feeds)
+            except Exception:
+                self._zero_points_fail = True
+        padded = {**feeds, "input_points": np.zeros((1, 1, 1, 2), np.float32),
+                  "input_labels": np.full((1, 1, 1), -1, np.int64)}
+        return self.session.run(DECODER_OUTPUTS, padded)
 
 
 class HfTrackerAdapter(SamAdapter):
@@ -111,8 +129,8 @@ class HfTrackerAdapter(SamAdapter):
     @override
     def assumptions(self) -> dict[str, tuple[str, str]]:
         return {
-            "padding": ("graph pads (boxes travel in input_boxes; a box alone gets one "
-                        "(0, 0, -1) point)", asm.CONTRACT),
+            "padding": ("graph pads (boxes travel in input_boxes; a box alone is sent with "
+                        "zero points, as transformers does)", asm.CONTRACT),
             "normalisation": asm.normalisation(self._input, self.encoder.path.name),
             "no-memory embedding": ("inside image_embeddings.2 (HF adds it)", asm.CONTRACT),
             "mask kind": ("logits, multimask only", "decoder outputs"),
