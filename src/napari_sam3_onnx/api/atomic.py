@@ -83,5 +83,9 @@ def atomic_output(path: Path, directory: bool = False) -> Iterator[Path]:
         yield tmp
         replace_into(tmp, path)
     except BaseException:
+        if directory:  # a zarr array: its writes may still be running after an interrupt
+            from ..engine.store.files import settle_io
+
+            settle_io()
         remove_ours(tmp)
         raise

@@ -373,6 +373,7 @@ class EmbeddingStore:
             group.attrs[ENTRY_KEY] = {**meta, "arrays": records, "complete": True}
             sf.place(tmp, folder / slice_name)
         except BaseException:
+            sf.settle_io()  # an interruption leaves zarr's writes running: let them end first
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         with self._lock:
