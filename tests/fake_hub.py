@@ -31,6 +31,8 @@ class FakeHub:
         Path -> bytes to send on successive GETs before closing the connection.
     status : dict of str to int
         Path (or ``"*"`` for every path) -> HTTP error status to answer instead.
+    redirect : dict of str to str
+        Path (or ``"*"``) -> the path to send the client to instead (302; itself: a loop).
     lfs : bool
         Serve files as LFS objects (``X-Linked-Etag`` = SHA-256, ``X-Linked-Size``).
     """
@@ -41,6 +43,7 @@ class FakeHub:
         self.cut_after: dict[str, list[int]] = {}
         self.status: dict[str, int] = {}
         self.lfs = True
+        self.redirect: dict[str, str] = {}
         handler = type("Handler", (_Handler,), {"hub": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
@@ -82,6 +85,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, body: bool) -> None:
         self.hub.requests.append((self.command, self.path,
                               {k.lower(): v for k, v in self.headers.items()}))
+        target = self.hub.redirect.get(self.path, self.hub.redirect.get("*"))
+        if target is not None:
+            self.send_response(302)
+            self.send_header("Location", target)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         code = self.hub.status.get(self.path, self.hub.status.get("*"))
         if code is not None:
             self._error(code)

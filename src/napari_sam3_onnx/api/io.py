@@ -35,8 +35,12 @@ def is_image_path(path: Path) -> bool:
     return name.endswith(SUFFIXES[:3])
 
 
-def expand_inputs(paths: Iterable[Path | str]) -> list[Path]:
+def expand_inputs(paths: Iterable[Path | str],
+                  skip: Iterable[Path | str | None] = ()) -> list[Path]:
     """Files named directly, plus every readable image inside each named folder (sorted).
+
+    ``skip``: paths that are never found as images inside a named folder (the embedding store
+    a first run created there is not an input of the second).
 
     Raises
     ------
@@ -44,6 +48,7 @@ def expand_inputs(paths: Iterable[Path | str]) -> list[Path]:
         A path does not exist, is not an image, or a folder holds no image.
     """
     out: list[Path] = []
+    skipped = {os.path.realpath(p) for p in skip if p is not None}
     for raw in paths:
         path = Path(raw)
         _check_reachable(path)
@@ -59,7 +64,7 @@ def expand_inputs(paths: Iterable[Path | str]) -> list[Path]:
                 if p.is_symlink() and _loops(p):
                     raise InputError(f"{p} is a symbolic link that loops (it never reaches a "
                                      "file); remove or fix it.")
-                if is_image_path(p):
+                if is_image_path(p) and os.path.realpath(p) not in skipped:
                     found.append(p)
             if not found:
                 raise InputError(f"Folder {path} holds no {', '.join(SUFFIXES)} image.")
@@ -86,6 +91,9 @@ def _check_reachable(path: Path) -> None:
             raise InputError(f"Input {path} is a symbolic link to {os.readlink(path)}, which "
                              "does not exist.")
         raise InputError(f"Input {path} does not exist.")
+    if not (path.is_dir() or path.is_file()):  # reading a FIFO or a device never ends
+        raise InputError(f"Input {path} is not a regular file (a pipe, socket or device); save "
+                         "the image to a file and give that.")
 
 
 def image_names(paths: Sequence[Path]) -> list[str]:
@@ -107,7 +115,7 @@ def _open_zarr(path: Path):
 
     node = zarr.open(str(path), mode="r")
     if isinstance(node, zarr.Array):
-        return node
+        return ImageFile(node, path)
     attrs = node.attrs.asdict()
     multiscales = attrs.get("multiscales") or attrs.get("ome", {}).get("multiscales")
     if multiscales:
@@ -118,10 +126,11 @@ def _open_zarr(path: Path):
             raise InputError(f"{path} has {array.shape[axes.index('c')]} channels (axes "
                              f"{''.join(axes)}); save the channel to segment as its own image.")
         drop = [i for i, a in enumerate(axes) if a in ("c", "t") and array.shape[i] == 1]
+        array = ImageFile(array, path)
         return AxisView(array, drop=drop) if drop else array
     arrays = sorted(node.array_keys())
     if len(arrays) == 1:
-        return node[arrays[0]]
+        return ImageFile(node[arrays[0]], path)
     raise InputError(f"{path} is a zarr group with {len(arrays)} arrays ({', '.join(arrays)}); "
                      f"name one, e.g. {path / (arrays[0] if arrays else 'ARRAY')}.")
 

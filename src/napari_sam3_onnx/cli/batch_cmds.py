@@ -48,7 +48,7 @@ def _job(args: argparse.Namespace, path: Path, name: str) -> StackJob:
 
 
 def _one_input(args: argparse.Namespace, command: str) -> Path:
-    path = expand_inputs([args.input])
+    path = expand_inputs([args.input], skip=[getattr(args, "store", None)])
     if len(path) != 1:
         raise InputError(f"{args.input} holds {len(path)} images; give one file to "
                          f"'{command}'.")
@@ -88,7 +88,7 @@ def _need_distributed() -> None:
 
 def cmd_precompute(args: argparse.Namespace) -> int:
     """Encode every plane of the inputs into the store (resumable)."""
-    paths = expand_inputs(args.inputs)
+    paths = expand_inputs(args.inputs, skip=[args.store])
     check_store(args.store, [("input image", p) for p in paths])
     if (args.scheduler or args.workers) and args.tile:
         raise InputError("--tile runs in this process: leave out --workers/--scheduler.")

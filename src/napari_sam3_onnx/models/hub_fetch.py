@@ -135,7 +135,7 @@ def is_transient(exc: BaseException) -> bool:
         return code is not None and (code in (408, 429) or code >= 500)
     if isinstance(exc, LocalEntryNotFoundError):  # could not reach the hub and not cached
         return True
-    return isinstance(exc, _transport_errors())
+    return isinstance(exc, _transport_errors()) and type(exc).__name__ != "TooManyRedirects"
 
 
 def hub_error(exc: BaseException, *, repo: str, page_url: str, url: str, token: str | None,
@@ -166,12 +166,16 @@ def hub_error(exc: BaseException, *, repo: str, page_url: str, url: str, token: 
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
-    """The HTTP client's connection-level errors (the library's own fork of httpx, or httpx)."""
+    """The HTTP client's request-level errors (the library's own fork of httpx, or httpx).
+
+    ``RequestError`` covers a lost connection, a timeout, a redirect loop (``TooManyRedirects``)
+    and a body that cannot be decoded: each is a failed download, not a bug.
+    """
     try:
         client = importlib.import_module("httpx2")
     except ImportError:  # huggingface_hub releases built on httpx itself
         client = importlib.import_module("httpx")
-    return (client.TransportError,)
+    return (client.RequestError,)
 
 
 def _version() -> str:
