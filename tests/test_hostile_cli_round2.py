@@ -58,6 +58,12 @@ CASES = [
                          "{d}/one-labels.tif"], 0, "", ()),
     ("all-true-plane", ["text", "{b}/wk", "{d}/masks.npy", "--concepts", "nucleus", "--out",
                         "{d}/masks-labels.npy"], 0, "", ()),
+    # 30.1 multi-series TIFF: the full-resolution series, said; a tie refused
+    ("preview-first-series", ["text", "{b}/wk", "{d}/multi.tif", "--concepts", "nucleus", *W,
+                              "--out", "{d}/multi-labels.tif"], 0,
+     "reading series 1, the full-resolution one", ()),
+    ("two-full-size-series", ["text", "{b}/wk", "{d}/two.tif", "--concepts", "nucleus", *W,
+                              "--out", "{d}/two-labels.tif"], 2, "are all full-size", ()),
     # 30.3 refused before the work
     ("symlinked-zarr-out", [*TEXT, "--out", "{d}/link.zarr", "--overwrite"], 2,
      "is a symbolic link", ()),
@@ -96,6 +102,12 @@ def tree(tmp_path_factory):
     chunk = next(p for p in (d / "bad.zarr").rglob("*") if p.is_file() and
                  p.relative_to(d / "bad.zarr").parts[:2] == ("c", "1"))
     chunk.write_bytes(b"not a compressed chunk")
+    with tifffile.TiffWriter(d / "multi.tif") as tw:  # a 32 x 32 preview, then the stack
+        tw.write(np.zeros((32, 32), np.uint16), photometric="minisblack")
+        tw.write(stack, photometric="minisblack")
+    with tifffile.TiffWriter(d / "two.tif") as tw:  # two positions of the same size
+        tw.write(stack, photometric="minisblack")
+        tw.write(stack[::-1], photometric="minisblack")
     masks = np.zeros((4, 60, 90), bool)
     masks[2] = True  # an all-True plane among blank ones
     np.save(d / "masks.npy", masks)
@@ -154,6 +166,8 @@ def test_what_the_successful_cases_wrote(results, tree):
     assert tifffile.imread(d / "one-labels.tif").shape == (1, 60, 90)  # the axis is kept
     with tifffile.TiffFile(d / "one-labels.tif") as tf:
         assert tf.series[0].axes == "ZYX"
+    multi = tifffile.imread(d / "multi-labels.tif")
+    assert multi.shape == (3, 60, 90) and multi.any()  # the stack's labels, not the preview's
     labels = np.load(d / "masks-labels.npy")
     assert labels.shape == (4, 60, 90) and not labels.any()
     assert "on 2 slice(s)" in results["slices-negative"]["stdout"]

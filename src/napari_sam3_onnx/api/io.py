@@ -141,7 +141,8 @@ def read_image(path: Path | str):
     Parameters
     ----------
     path : Path or str
-        A ``.tif``/``.tiff`` (first series, full resolution), ``.npy``, or a zarr array / group
+        A ``.tif``/``.tiff`` (its full-resolution series and level, see
+        :mod:`.tiff_series`; a warning says which of several), ``.npy``, or a zarr array / group
         folder (an OME-Zarr image gives its full-resolution level, with singleton ``c`` and
         ``t`` axes dropped; a group with one array gives that array).
 
@@ -166,13 +167,21 @@ def read_image(path: Path | str):
             import tifffile
             import zarr
 
-            node = zarr.open(tifffile.imread(path, aszarr=True), mode="r")
+            from .tiff_series import choose_series
+
+            with tifffile.TiffFile(path) as tf:
+                series = choose_series(tf, path)
+            node = zarr.open(tifffile.imread(path, aszarr=True, series=series), mode="r")
             array = node if isinstance(node, zarr.Array) else node["0"]
             return ImageFile(check_array(array, path), path)
         if path.is_dir():
             return check_array(_open_zarr(path), path)
     except InputError:
         raise
+    except ValueError as exc:
+        if type(exc).__name__ == "SeriesError":
+            raise InputError(str(exc)) from exc
+        raise InputError(f"Cannot read {path} as an image ({type(exc).__name__}: {exc}).") from exc
     except PermissionError as exc:
         raise InputError(f"Cannot read {path}: permission denied.") from exc
     except Exception as exc:

@@ -30,16 +30,21 @@ def pixel_size(path: Path | str) -> tuple[float, float] | None:
 def _tiff_pixel_size(path: Path) -> tuple[float, float] | None:
     import tifffile
 
+    from .tiff_series import choose_series
+
     with tifffile.TiffFile(path) as tf:
+        index = choose_series(tf, path, announce=False)  # the series read_image reads
         if tf.is_ome and tf.ome_metadata:
             import xml.etree.ElementTree as ET
 
-            for el in ET.fromstring(tf.ome_metadata).iter():
-                if el.tag.endswith("Pixels") and "PhysicalSizeX" in el.attrib:
-                    dx = _ome_size(el.attrib, "X")
-                    return (_ome_size(el.attrib, "Y") if "PhysicalSizeY" in el.attrib
-                            else dx), dx
-        page = tf.pages.first
+            pixels = [el for el in ET.fromstring(tf.ome_metadata).iter()
+                      if el.tag.endswith("Pixels")]  # one per OME Image, in series order
+            el = pixels[index] if index < len(pixels) else None
+            if el is not None and "PhysicalSizeX" in el.attrib:
+                dx = _ome_size(el.attrib, "X")
+                return (_ome_size(el.attrib, "Y") if "PhysicalSizeY" in el.attrib
+                        else dx), dx
+        page = tf.series[index].keyframe if len(tf.series) > 1 else tf.pages.first
         tags = page.tags
         if "XResolution" not in tags or "YResolution" not in tags:
             return None
@@ -96,8 +101,10 @@ def image_axes(path: Path | str) -> str | None:
         if path.name.lower().endswith((".tif", ".tiff")):
             import tifffile
 
+            from .tiff_series import choose_series
+
             with tifffile.TiffFile(path) as tf:
-                return str(tf.series[0].axes).upper()
+                return str(tf.series[choose_series(tf, path, announce=False)].axes).upper()
         if path.is_dir():
             import zarr
 
