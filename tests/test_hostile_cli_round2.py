@@ -63,7 +63,12 @@ CASES = [
                               "--out", "{d}/multi-labels.tif"], 0,
      "reading series 1, the full-resolution one", ()),
     ("two-full-size-series", ["text", "{b}/wk", "{d}/two.tif", "--concepts", "nucleus", *W,
-                              "--out", "{d}/two-labels.tif"], 2, "are all full-size", ()),
+                              "--out", "{d}/two-labels.tif"], 2, "name one with --series", ()),
+    ("named-series", ["text", "{b}/wk", "{d}/two.tif", "--concepts", "nucleus", *W, "--out",
+                      "{d}/two-1.tif", "--series", "1"], 0, "", ()),
+    ("series-out-of-range", ["text", "{b}/wk", "{d}/two.tif", "--concepts", "nucleus", *W,
+                             "--out", "{d}/two-5.tif", "--series", "5"], 2,
+     "--series 5: {d}/two.tif holds 2 image series", ()),
     # 30.3 refused before the work
     ("symlinked-zarr-out", [*TEXT, "--out", "{d}/link.zarr", "--overwrite"], 2,
      "is a symbolic link", ()),
@@ -168,6 +173,7 @@ def test_what_the_successful_cases_wrote(results, tree):
         assert tf.series[0].axes == "ZYX"
     multi = tifffile.imread(d / "multi-labels.tif")
     assert multi.shape == (3, 60, 90) and multi.any()  # the stack's labels, not the preview's
+    assert tifffile.imread(d / "two-1.tif").shape == (3, 60, 90)
     labels = np.load(d / "masks-labels.npy")
     assert labels.shape == (4, 60, 90) and not labels.any()
     assert "on 2 slice(s)" in results["slices-negative"]["stdout"]

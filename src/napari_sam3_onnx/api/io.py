@@ -135,7 +135,7 @@ def _open_zarr(path: Path):
                      f"name one, e.g. {path / (arrays[0] if arrays else 'ARRAY')}.")
 
 
-def read_image(path: Path | str):
+def read_image(path: Path | str, series: int | None = None):
     """Open an image file lazily.
 
     Parameters
@@ -145,6 +145,8 @@ def read_image(path: Path | str):
         :mod:`.tiff_series`; a warning says which of several), ``.npy``, or a zarr array / group
         folder (an OME-Zarr image gives its full-resolution level, with singleton ``c`` and
         ``t`` axes dropped; a group with one array gives that array).
+    series : int, optional
+        The series of a multi-series TIFF to read (default: the full-resolution one).
 
     Returns
     -------
@@ -158,6 +160,9 @@ def read_image(path: Path | str):
         The file is missing, not readable as an image, or of an unsupported kind.
     """
     path = Path(path)
+    if series is not None and not path.name.lower().endswith((".tif", ".tiff")):
+        raise InputError(f"--series {series}: {path} is not a TIFF; only TIFF files hold "
+                         "series.")
     _check_reachable(path)
     name = path.name.lower()
     try:
@@ -170,15 +175,15 @@ def read_image(path: Path | str):
             from .tiff_series import choose_series
 
             with tifffile.TiffFile(path) as tf:
-                series = choose_series(tf, path)
-            node = zarr.open(tifffile.imread(path, aszarr=True, series=series), mode="r")
+                index = choose_series(tf, path, series=series)
+            node = zarr.open(tifffile.imread(path, aszarr=True, series=index), mode="r")
             array = node if isinstance(node, zarr.Array) else node["0"]
             return ImageFile(check_array(array, path), path)
         if path.is_dir():
             return check_array(_open_zarr(path), path)
     except InputError:
         raise
-    except ValueError as exc:
+    except ValueError as exc:  # tiff_series.SeriesError (imported only for TIFF files)
         if type(exc).__name__ == "SeriesError":
             raise InputError(str(exc)) from exc
         raise InputError(f"Cannot read {path} as an image ({type(exc).__name__}: {exc}).") from exc

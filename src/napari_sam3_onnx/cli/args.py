@@ -119,6 +119,12 @@ def _tile_arg(p: argparse.ArgumentParser) -> None:
                    "each encoded at full resolution; see docs/large-images.md")
 
 
+def _series_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--series", type=whole(0, "--series"), metavar="N",
+                   help="for a multi-series TIFF: the image series to read (default: the "
+                   "full-resolution one; a warning names it)")
+
+
 def _wrap(text: str) -> str:
     """Wrap a help description to 78 columns, keeping explicit line breaks."""
     return "\n".join(textwrap.fill(line, 78) for line in text.split("\n"))
@@ -148,6 +154,7 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
                    help="if --store was made for another bundle or precision, delete its "
                    "entries and fill it for this one (without it such a store is refused)")
     _image_args(p)
+    _series_arg(p)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", type=whole(1, "--workers"), metavar="N",
                        help="encode on a local dask cluster of N one-thread workers")
@@ -185,6 +192,7 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
                    "link instances of consecutive slices above this IoU (e.g. 0.3)")
     _tile_arg(p)
     _image_args(p)
+    _series_arg(p)
     p.set_defaults(func=commands["text"])
 
     p = sub.add_parser(
@@ -210,4 +218,5 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
                    help="replace --out/--table if they exist (never the input, seeds or store)")
     p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
     _image_args(p, slices=False)
+    _series_arg(p)
     p.set_defaults(func=commands["propagate"])
