@@ -50,13 +50,31 @@ runpy.run_module("napari_sam3_onnx.cli", run_name="__main__")
 """
 
 #: The child: zarr's I/O thread sends the signal while it writes the first chunk of the third
-#: store entry, then waits 3 s before writing it (the main thread meanwhile handles the
-#: signal and cleans up: a clean-up that does not wait for zarr leaves that chunk behind).
+#: store entry, waits until the main thread's handler has run, and only then (0.5 s later)
+#: writes the chunk: a clean-up that does not wait for zarr's writes leaves that chunk behind.
+#: Waiting for the handler, not for a fixed time, keeps this independent of the machine's load.
 STORE_CHILD = """
-import asyncio, os, sys
+import asyncio, os, signal, sys, threading
 import zarr.storage
 from napari_sam3_onnx.cli import main
 signum, argv = int(sys.argv[1]), sys.argv[2:]
+handled = threading.Event()
+real_signal = signal.signal
+
+def signal_(sig, handler):
+    if callable(handler):
+        def wrapped(s, frame, h=handler):
+            handled.set()
+            return h(s, frame)
+        return real_signal(sig, wrapped)
+    return real_signal(sig, handler)
+
+def on_int(s, frame):
+    handled.set()
+    signal.default_int_handler(s, frame)
+
+real_signal(signal.SIGINT, on_int)
+signal.signal = signal_
 real, seen = zarr.storage.LocalStore.set, set()
 
 async def set_(self, key, value):
@@ -66,7 +84,8 @@ async def set_(self, key, value):
         if len(seen) == 3 and not getattr(set_, "fired", False):
             set_.fired = True
             os.kill(os.getpid(), signum)
-            await asyncio.sleep(3)
+            await asyncio.get_running_loop().run_in_executor(None, handled.wait, 120)
+            await asyncio.sleep(0.5)
     return await real(self, key, value)
 
 zarr.storage.LocalStore.set = set_
