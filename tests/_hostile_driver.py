@@ -19,7 +19,8 @@ import traceback
 
 
 def snapshot(root: str) -> dict[str, str]:
-    """Every path under ``root``: a file's SHA-256, a link's target, ``dir`` for a folder."""
+    """Every path under ``root``: a file's SHA-256, a link's target, ``dir`` for a folder,
+    ``special`` for a FIFO or socket."""
     out = {}
     for folder, dirs, files in os.walk(root):
         for name in dirs + files:
@@ -28,6 +29,8 @@ def snapshot(root: str) -> dict[str, str]:
                 out[path] = "link:" + os.readlink(path)
             elif os.path.isdir(path):
                 out[path] = "dir"
+            elif not os.path.isfile(path):  # a FIFO or socket: reading it would block
+                out[path] = "special"
             else:
                 with open(path, "rb") as fh:
                     out[path] = hashlib.sha256(fh.read()).hexdigest()

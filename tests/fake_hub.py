@@ -31,6 +31,10 @@ class FakeHub:
         Path -> bytes to send on successive GETs before closing the connection.
     status : dict of str to int
         Path (or ``"*"`` for every path) -> HTTP error status to answer instead.
+    trickle : dict of str to float
+        Path -> seconds to wait before each byte of a GET's body (a server that trickles).
+    redirect : dict of str to str
+        Path (or ``"*"``) -> the path to send the client to instead (302; itself: a loop).
     lfs : bool
         Serve files as LFS objects (``X-Linked-Etag`` = SHA-256, ``X-Linked-Size``).
     """
@@ -41,6 +45,8 @@ class FakeHub:
         self.cut_after: dict[str, list[int]] = {}
         self.status: dict[str, int] = {}
         self.lfs = True
+        self.redirect: dict[str, str] = {}
+        self.trickle: dict[str, float] = {}
         handler = type("Handler", (_Handler,), {"hub": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
@@ -82,6 +88,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, body: bool) -> None:
         self.hub.requests.append((self.command, self.path,
                               {k.lower(): v for k, v in self.headers.items()}))
+        target = self.hub.redirect.get(self.path, self.hub.redirect.get("*"))
+        if target is not None:
+            self.send_response(302)
+            self.send_header("Location", target)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         code = self.hub.status.get(self.path, self.hub.status.get("*"))
         if code is not None:
             self._error(code)
@@ -110,6 +123,19 @@ class _Handler(BaseHTTPRequestHandler):
         if not body:
             return
         payload = data[start:]
+        delay = self.hub.trickle.get(self.path)
+        if delay is not None:
+            import time
+
+            try:
+                for i in range(len(payload)):
+                    time.sleep(delay)
+                    self.wfile.write(payload[i:i + 1])
+                    self.wfile.flush()
+            except OSError:  # the client gave up
+                pass
+            self.close_connection = True
+            return
         cuts = self.hub.cut_after.get(self.path)
         if cuts:
             self.wfile.write(payload[: cuts.pop(0)])

@@ -86,6 +86,7 @@ def test_stability_filter_drops_shallow_logits(tmp_path):
     ad = open_bundle(build_sloped_tracker(tmp_path, GEOM, slopes=(0.05, 0.05, 20.0),
                                           ious=(0.95, 0.95, 0.95)))
     bright = np.full(SHAPE, 255, np.uint8)  # no brightness edge: the radius sets the contour
+    bright[0, 0] = 254  # (not quite constant: a constant plane is blank and encodes as black)
     emb = SliceEncoder(ad).embed(_ref(bright, "bright"))
     xy = np.array([[168.0, 168.0]], np.float32)
     _, logits, _, _ = next(decode_clicks(ad, emb, xy, 1))

@@ -69,3 +69,27 @@ def test_text_search_finds_nothing_on_the_blank_slices_of_a_stack(tmp_path):
     assert set(per_slice) == {0, 2, 4}, per_slice
     assert per_slice[0] == per_slice[2] == per_slice[4] > 0
     assert not res.labels[1].any() and not res.labels[3].any()
+
+
+@pytest.mark.parametrize(
+    ("plane", "window", "rgb"),
+    [
+        (np.ones((37, 53), bool), None, False),
+        (np.full((37, 53), 255, np.uint8), None, False),
+        (np.full((37, 53), 4000, np.uint16), (500.0, 26000.0), False),
+        (np.full((37, 53, 3), (255, 0, 0), np.uint8), None, True),
+    ],
+    ids=["all-true-bool", "white-uint8", "grey-in-a-window", "all-red-rgb"],
+)
+def test_a_constant_plane_is_black_whatever_its_value(plane, window, rgb):
+    assert not plane_to_rgb(plane, window, rgb=rgb).any()
+
+
+def test_an_all_true_mask_among_blank_planes_gives_no_instance(tmp_path):
+    folder = build_wkentaro_v03(tmp_path / "wk")
+    write_toy_tokenizer(folder)
+    bundle = api.open_bundle(folder)
+    stack = np.zeros((4, 60, 90), bool)
+    stack[2] = True
+    labels = api.search_text(bundle, stack, "nucleus").labels
+    assert labels.shape == (4, 60, 90) and not labels.any()

@@ -86,3 +86,23 @@ def test_hf_home_hf_endpoint_and_offline_work_as_environment_variables(served, t
                           env={**env, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr
     assert all((folder / f.name).is_file() for f in spec.files)
+
+
+def test_a_server_that_trickles_bytes_ends_in_one_error_not_a_hang(served, tmp_path):
+    """A byte every 0.2 s passes every read timeout; the stall window (3 x the library's
+    HF_HUB_DOWNLOAD_TIMEOUT, 1 s here) ends it, after the library's own resumed retries."""
+    for path in served.files:
+        served.files[path] = b"x" * 50_000
+        served.trickle[path] = 0.2
+    env = {**os.environ, "PYTHONPATH": str(SRC), "HF_HOME": str(tmp_path / "hf"),
+           "HF_ENDPOINT": served.endpoint, "NAPARI_SAM3_ONNX_HOME": str(tmp_path / "home"),
+           "HF_HUB_DOWNLOAD_TIMEOUT": "1"}
+    env.pop("HF_TOKEN", None)
+    done = subprocess.run([sys.executable, "-m", "napari_sam3_onnx.cli", "fetch", "hf-tracker",
+                           "-q"], capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "stalled" in errors[0], done.stderr[-3000:]
+    folder = tmp_path / "home" / "models" / "hf-tracker"
+    assert not folder.exists() or not any(p.suffix == ".onnx" for p in folder.iterdir())

@@ -109,7 +109,7 @@ CASES = [
     ("workers-zero", [*PRE, "--store", "{d}/s4.zarr", "--workers", "0"], 2, "1 or more", ()),
     ("min-area-negative", [*TEXT, "--out", "{d}/m.tif", "--min-area", "-1"], 2, "0 or more",
      ()),
-    ("tile-zero", [*PRE, "--store", "{d}/s4.zarr", "--tile", "0"], 2, "2 pixels or more", ()),
+    ("tile-zero", [*PRE, "--store", "{d}/s4.zarr", "--tile", "0"], 2, "32 pixels or more", ()),
     ("stop-after-zero", [*PROP, "--click", "1", "3", "13", "24", "--out", "{d}/c.tif",
                          "--stop-after", "0"], 2, "1 or more", ()),
     ("empty-seed-labels", [*PROP, "--seed-labels", "{d}/empty.tif", "--seed-slice", "3",

@@ -182,7 +182,7 @@ def precompute_on_cluster(
     for job in jobs:
         view = job.view()
         file_job = (StackJob(str(Path(str(job.data)).resolve()), job.image, job.axis, job.rgb,
-                             job.window, job.slices) if job.is_file else None)
+                             job.window, job.slices, job.series) if job.is_file else None)
         for index in job.indices(view):
             tasks.append((file_job, job, view, index))
     report = PrecomputeReport(total=len(tasks))

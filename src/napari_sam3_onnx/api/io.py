@@ -35,8 +35,12 @@ def is_image_path(path: Path) -> bool:
     return name.endswith(SUFFIXES[:3])
 
 
-def expand_inputs(paths: Iterable[Path | str]) -> list[Path]:
+def expand_inputs(paths: Iterable[Path | str],
+                  skip: Iterable[Path | str | None] = ()) -> list[Path]:
     """Files named directly, plus every readable image inside each named folder (sorted).
+
+    ``skip``: paths that are never found as images inside a named folder (the embedding store
+    a first run created there is not an input of the second).
 
     Raises
     ------
@@ -44,6 +48,7 @@ def expand_inputs(paths: Iterable[Path | str]) -> list[Path]:
         A path does not exist, is not an image, or a folder holds no image.
     """
     out: list[Path] = []
+    skipped = {os.path.realpath(p) for p in skip if p is not None}
     for raw in paths:
         path = Path(raw)
         _check_reachable(path)
@@ -59,7 +64,7 @@ def expand_inputs(paths: Iterable[Path | str]) -> list[Path]:
                 if p.is_symlink() and _loops(p):
                     raise InputError(f"{p} is a symbolic link that loops (it never reaches a "
                                      "file); remove or fix it.")
-                if is_image_path(p):
+                if is_image_path(p) and os.path.realpath(p) not in skipped:
                     found.append(p)
             if not found:
                 raise InputError(f"Folder {path} holds no {', '.join(SUFFIXES)} image.")
@@ -86,6 +91,9 @@ def _check_reachable(path: Path) -> None:
             raise InputError(f"Input {path} is a symbolic link to {os.readlink(path)}, which "
                              "does not exist.")
         raise InputError(f"Input {path} does not exist.")
+    if not (path.is_dir() or path.is_file()):  # reading a FIFO or a device never ends
+        raise InputError(f"Input {path} is not a regular file (a pipe, socket or device); save "
+                         "the image to a file and give that.")
 
 
 def image_names(paths: Sequence[Path]) -> list[str]:
@@ -107,7 +115,7 @@ def _open_zarr(path: Path):
 
     node = zarr.open(str(path), mode="r")
     if isinstance(node, zarr.Array):
-        return node
+        return ImageFile(node, path)
     attrs = node.attrs.asdict()
     multiscales = attrs.get("multiscales") or attrs.get("ome", {}).get("multiscales")
     if multiscales:
@@ -118,23 +126,27 @@ def _open_zarr(path: Path):
             raise InputError(f"{path} has {array.shape[axes.index('c')]} channels (axes "
                              f"{''.join(axes)}); save the channel to segment as its own image.")
         drop = [i for i, a in enumerate(axes) if a in ("c", "t") and array.shape[i] == 1]
+        array = ImageFile(array, path)
         return AxisView(array, drop=drop) if drop else array
     arrays = sorted(node.array_keys())
     if len(arrays) == 1:
-        return node[arrays[0]]
+        return ImageFile(node[arrays[0]], path)
     raise InputError(f"{path} is a zarr group with {len(arrays)} arrays ({', '.join(arrays)}); "
                      f"name one, e.g. {path / (arrays[0] if arrays else 'ARRAY')}.")
 
 
-def read_image(path: Path | str):
+def read_image(path: Path | str, series: int | None = None):
     """Open an image file lazily.
 
     Parameters
     ----------
     path : Path or str
-        A ``.tif``/``.tiff`` (first series, full resolution), ``.npy``, or a zarr array / group
+        A ``.tif``/``.tiff`` (its full-resolution series and level, see
+        :mod:`.tiff_series`; a warning says which of several), ``.npy``, or a zarr array / group
         folder (an OME-Zarr image gives its full-resolution level, with singleton ``c`` and
         ``t`` axes dropped; a group with one array gives that array).
+    series : int, optional
+        The series of a multi-series TIFF to read (default: the full-resolution one).
 
     Returns
     -------
@@ -148,6 +160,9 @@ def read_image(path: Path | str):
         The file is missing, not readable as an image, or of an unsupported kind.
     """
     path = Path(path)
+    if series is not None and not path.name.lower().endswith((".tif", ".tiff")):
+        raise InputError(f"--series {series}: {path} is not a TIFF; only TIFF files hold "
+                         "series.")
     _check_reachable(path)
     name = path.name.lower()
     try:
@@ -157,13 +172,21 @@ def read_image(path: Path | str):
             import tifffile
             import zarr
 
-            node = zarr.open(tifffile.imread(path, aszarr=True), mode="r")
+            from .tiff_series import choose_series
+
+            with tifffile.TiffFile(path) as tf:
+                index = choose_series(tf, path, series=series)
+            node = zarr.open(tifffile.imread(path, aszarr=True, series=index), mode="r")
             array = node if isinstance(node, zarr.Array) else node["0"]
             return ImageFile(check_array(array, path), path)
         if path.is_dir():
             return check_array(_open_zarr(path), path)
     except InputError:
         raise
+    except ValueError as exc:  # tiff_series.SeriesError (imported only for TIFF files)
+        if type(exc).__name__ == "SeriesError":
+            raise InputError(str(exc)) from exc
+        raise InputError(f"Cannot read {path} as an image ({type(exc).__name__}: {exc}).") from exc
     except PermissionError as exc:
         raise InputError(f"Cannot read {path}: permission denied.") from exc
     except Exception as exc:

@@ -16,17 +16,17 @@ _OPENED: dict[tuple, object] = {}
 _OPENED_LOCK = threading.Lock()
 
 
-def open_cached(path: Path | str):
+def open_cached(path: Path | str, series: int | None = None):
     """:func:`~.io.read_image` once per process and file version (workers reuse the handle)."""
     resolved = Path(path).resolve()
     try:
         stat = resolved.stat()
     except OSError:
-        return read_image(resolved)  # raises InputError with the reason
-    key = (str(resolved), stat.st_mtime_ns, stat.st_size)
+        return read_image(resolved, series)  # raises InputError with the reason
+    key = (str(resolved), stat.st_mtime_ns, stat.st_size, series)
     with _OPENED_LOCK:
         if key not in _OPENED:
-            _OPENED[key] = read_image(resolved)
+            _OPENED[key] = read_image(resolved, series)
         return _OPENED[key]
 
 
@@ -48,6 +48,8 @@ class StackJob:
         Contrast window mapped to 0..255 (None: uint8 as is, per-plane min-max otherwise).
     slices : slice or None
         Positions along the slice axis to use (None: all).
+    series : int or None
+        For a TIFF file: the image series to read (None: the full-resolution one).
     """
 
     data: object
@@ -56,6 +58,7 @@ class StackJob:
     rgb: bool = False
     window: tuple[float, float] | None = None
     slices: slice | None = None
+    series: int | None = None
 
     def __post_init__(self) -> None:
         check_window(self.window)
@@ -67,7 +70,7 @@ class StackJob:
 
     def view(self):
         """The data with the slice axis first (opened lazily when :attr:`data` is a path)."""
-        data = open_cached(self.data) if self.is_file else self.data
+        data = open_cached(self.data, self.series) if self.is_file else self.data
         return planes_view(data, self.axis, self.rgb)
 
     def indices(self, view=None) -> list[tuple[int, ...]]:

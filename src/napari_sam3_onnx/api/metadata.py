@@ -9,17 +9,18 @@ _MICRONS = {"nm": 1e-3, "nanometer": 1e-3, "um": 1.0, "\u00b5m": 1.0, "micron": 
             "micrometer": 1.0, "mm": 1e3, "millimeter": 1e3, "cm": 1e4, "centimeter": 1e4}
 
 
-def pixel_size(path: Path | str) -> tuple[float, float] | None:
+def pixel_size(path: Path | str, series: int | None = None) -> tuple[float, float] | None:
     """The ``(row, col)`` pixel size of an image file in micrometres, when it records one.
 
     Read from OME-XML (``PhysicalSizeY/X``), ImageJ metadata with a length unit, TIFF
     resolution tags in centimetres or inches, or an OME-Zarr image's scale. None when the
     file says nothing (or something this function does not understand): no size is invented.
+    ``series``: a TIFF's image series, as given to :func:`~.io.read_image`.
     """
     path = Path(path)
     try:
         if path.name.lower().endswith((".tif", ".tiff")):
-            return _tiff_pixel_size(path)
+            return _tiff_pixel_size(path, series)
         if path.is_dir():
             return _zarr_pixel_size(path)
     except Exception:  # metadata is a bonus: an odd header must not stop the run
@@ -27,19 +28,24 @@ def pixel_size(path: Path | str) -> tuple[float, float] | None:
     return None
 
 
-def _tiff_pixel_size(path: Path) -> tuple[float, float] | None:
+def _tiff_pixel_size(path: Path, series: int | None) -> tuple[float, float] | None:
     import tifffile
 
+    from .tiff_series import choose_series
+
     with tifffile.TiffFile(path) as tf:
+        index = choose_series(tf, path, announce=False, series=series)  # read_image's
         if tf.is_ome and tf.ome_metadata:
             import xml.etree.ElementTree as ET
 
-            for el in ET.fromstring(tf.ome_metadata).iter():
-                if el.tag.endswith("Pixels") and "PhysicalSizeX" in el.attrib:
-                    dx = _ome_size(el.attrib, "X")
-                    return (_ome_size(el.attrib, "Y") if "PhysicalSizeY" in el.attrib
-                            else dx), dx
-        page = tf.pages.first
+            pixels = [el for el in ET.fromstring(tf.ome_metadata).iter()
+                      if el.tag.endswith("Pixels")]  # one per OME Image, in series order
+            el = pixels[index] if index < len(pixels) else None
+            if el is not None and "PhysicalSizeX" in el.attrib:
+                dx = _ome_size(el.attrib, "X")
+                return (_ome_size(el.attrib, "Y") if "PhysicalSizeY" in el.attrib
+                        else dx), dx
+        page = tf.series[index].keyframe if len(tf.series) > 1 else tf.pages.first
         tags = page.tags
         if "XResolution" not in tags or "YResolution" not in tags:
             return None
@@ -85,19 +91,23 @@ def _ome_size(attrib: dict, axis: str) -> float:
 KNOWN_AXES = "TZCYX"
 
 
-def image_axes(path: Path | str) -> str | None:
+def image_axes(path: Path | str, series: int | None = None) -> str | None:
     """The axis letters of an image file as :func:`~.io.read_image` presents it (e.g. ``"TZYX"``).
 
     From a TIFF's series (OME or ImageJ metadata) or an OME-Zarr image's axes (singleton
     ``c``/``t`` axes left out, as the reader drops them). None when the file does not say.
+    ``series``: a TIFF's image series, as given to :func:`~.io.read_image`.
     """
     path = Path(path)
     try:
         if path.name.lower().endswith((".tif", ".tiff")):
             import tifffile
 
+            from .tiff_series import choose_series
+
             with tifffile.TiffFile(path) as tf:
-                return str(tf.series[0].axes).upper()
+                index = choose_series(tf, path, announce=False, series=series)
+                return str(tf.series[index].axes).upper()
         if path.is_dir():
             import zarr
 

@@ -22,10 +22,9 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from ..api.io import InputError
-from ..models.errors import PromptError, Sam3OnnxError
-from ..models.registry import UnknownBundleError
-from .signals import RunRecord, exit_code, signals_as_interrupt
+# only light modules at import: the signal handlers go in before numpy, zarr and onnxruntime
+# load, so a SIGTERM or Ctrl+C in the first second is a clean interruption too
+from .signals import RunRecord, exit_code, interruption, signals_as_interrupt
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -53,20 +52,49 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code (see the module docstring)."""
+    record = RunRecord()
+    with signals_as_interrupt(), warnings.catch_warnings():  # before any heavy import
+        warnings.showwarning = _warn_line
+        try:
+            return _run(argv, record)
+        except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM / SIGHUP (signals.Terminated)
+            return _interrupted(exc, record)
+        except Exception as exc:  # an interrupted import (or a failure in the imports)
+            stop = interruption(exc)
+            if stop is not None:
+                return _interrupted(stop, record)
+            if os.environ.get(DEBUG_ENV):
+                raise
+            print(f"error: {type(exc).__name__}: {_one_line(exc)} (unexpected; set {DEBUG_ENV}"
+                  "=1 for the traceback and please report it)", file=sys.stderr)
+            return EXIT_ERROR
+
+
+def _interrupted(exc: KeyboardInterrupt, record: RunRecord) -> int:
+    """Say what an interrupted run kept, once zarr's background I/O has stopped."""
+    if "zarr" in sys.modules:
+        from ..engine.store.files import settle_io
+
+        settle_io()
+    what = getattr(exc, "name", "Ctrl+C")
+    print(f"\ninterrupted ({what}): {record.kept()}", file=sys.stderr)
+    return exit_code(exc)
+
+
+def _run(argv: Sequence[str] | None, record: RunRecord) -> int:
+    """Parse ``argv`` and run the command; every error but an interruption becomes one line."""
+    from ..api.io import InputError
+    from ..models.errors import PromptError, Sam3OnnxError
+    from ..models.registry import UnknownBundleError
+
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_joined_values(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # argparse: 2 after a usage error, 0 after --help
         return int(exc.code or 0)
-    record = args.record = RunRecord()
+    args.record = record
     try:
-        with signals_as_interrupt(), warnings.catch_warnings():
-            warnings.showwarning = _warn_line
-            return int(args.func(args))
-    except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM / SIGHUP (signals.Terminated)
-        what = getattr(exc, "name", "Ctrl+C")
-        print(f"\ninterrupted ({what}): {record.kept()}", file=sys.stderr)
-        return exit_code(exc)
+        return int(args.func(args))
     except (InputError, PromptError, UnknownBundleError) as exc:
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -74,11 +102,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:  # a bug or an unforeseen input: still one line, never a traceback
-        if os.environ.get(DEBUG_ENV):
+        if os.environ.get(DEBUG_ENV) or interruption(exc) is not None:
             raise
         print(f"error: {type(exc).__name__}: {_one_line(exc)} (unexpected; set {DEBUG_ENV}=1 "
               "for the traceback and please report it)", file=sys.stderr)
         return EXIT_ERROR
+
+
+#: Options whose value may start with ``-`` (``--slices -3:``): argparse would take such a
+#: value for an option of its own and say "expected one argument".
+DASH_VALUES = ("--slices", "--range")
+
+
+def _joined_values(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--slices -3:`` written as ``--slices=-3:`` (the same for --range)."""
+    out: list[str] = []
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        item = str(items[i])
+        nxt = str(items[i + 1]) if i + 1 < len(items) else ""
+        if item in DASH_VALUES and nxt.startswith("-") and nxt[1:2].isdigit():
+            out.append(f"{item}={nxt}")
+            i += 2
+            continue
+        out.append(item)
+        i += 1
+    return out
 
 
 #: Set to 1 to let an unexpected error's traceback through.

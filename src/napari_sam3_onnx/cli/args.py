@@ -1,14 +1,16 @@
 """The options of the image commands (precompute, text, propagate) and their checks.
 
 Every number is checked when the command line is read, before a file is opened: a
-non-positive thread, worker, tile or stop count, a negative minimum area, a score floor
-outside 0..1, or NaN anywhere is a usage error (exit code 2).
+non-positive thread, worker, tile or stop count, more threads than 4 per CPU, a tile under 32
+px, a negative minimum area, a score floor outside 0..1, a link IoU of 1 or more, or NaN
+anywhere is a usage error (exit code 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import textwrap
 from pathlib import Path
 
@@ -53,6 +55,35 @@ def fraction(text: str) -> float:
     return value
 
 
+def threads(text: str) -> int:
+    """An argparse type: threads per operator, 1 to :data:`MAX_THREADS_PER_CPU` x the CPUs.
+
+    Far more threads than cores do not run faster; onnxruntime's spinning pools then starve
+    each other and a run that should take seconds never ends.
+    """
+    value = whole(1, "--threads")(text)
+    cpus = os.cpu_count() or 1
+    if value > MAX_THREADS_PER_CPU * cpus:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: this machine has {cpus} CPU(s); give at most "
+            f"{MAX_THREADS_PER_CPU * cpus} threads (or leave --threads out)")
+    return value
+
+
+#: ``--threads`` may ask for at most this many threads per CPU.
+MAX_THREADS_PER_CPU = 4
+
+
+def link_iou(text: str) -> float:
+    """An argparse type: an IoU from 0 up to (not including) 1."""
+    value = finite(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give an IoU from 0 up to (not including) 1, e.g. 0.3 (at 1 nothing "
+            "but identical masks would link)")
+    return value
+
+
 def _image_args(p: argparse.ArgumentParser, slices: bool = True) -> None:
     p.add_argument("--axis", type=int, default=0,
                    help="the slice axis (default 0); it is moved to the front of the output")
@@ -65,13 +96,20 @@ def _image_args(p: argparse.ArgumentParser, slices: bool = True) -> None:
                        "axis, Python-style (e.g. 0:10, 5, -3:)")
     p.add_argument("--providers", default="auto",
                    help="onnxruntime execution provider: auto, cpu, cuda, coreml, dml")
-    p.add_argument("--threads", type=whole(1, "--threads"), metavar="N",
+    p.add_argument("--threads", type=threads, metavar="N",
                    help="threads per operator (default: onnxruntime's choice)")
 
 
+#: The smallest ``--tile``: each tile is encoded at the model's full input size (about 1000
+#: px), so smaller tiles only multiply the work (a 2048-px plane in 3-px tiles is half a
+#: million encodes) without showing the model anything more.
+MIN_TILE = 32
+
+
 def _tile_size(text: str) -> int:
-    if not text.isdigit() or int(text) < 2:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a tile side of 2 pixels or more")
+    if not text.isdigit() or int(text) < MIN_TILE:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a tile side of {MIN_TILE} pixels or "
+                                         "more (each tile is encoded at the model's full size)")
     return int(text)
 
 
@@ -79,6 +117,12 @@ def _tile_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tile", type=_tile_size, metavar="SIZE",
                    help="cut planes longer than SIZE px into SIZE-px tiles (a quarter overlap), "
                    "each encoded at full resolution; see docs/large-images.md")
+
+
+def _series_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--series", type=whole(0, "--series"), metavar="N",
+                   help="for a multi-series TIFF: the image series to read (default: the "
+                   "full-resolution one; a warning names it)")
 
 
 def _wrap(text: str) -> str:
@@ -110,6 +154,7 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
                    help="if --store was made for another bundle or precision, delete its "
                    "entries and fill it for this one (without it such a store is refused)")
     _image_args(p)
+    _series_arg(p)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", type=whole(1, "--workers"), metavar="N",
                        help="encode on a local dask cluster of N one-thread workers")
@@ -143,10 +188,11 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
                    help="drop instances with fewer pixels (default 0: keep all)")
     p.add_argument("--fill-holes", action="store_true", help="fill holes inside instances")
     p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
-    p.add_argument("--link-iou", type=fraction, metavar="IOU", help="one id per object through z: "
+    p.add_argument("--link-iou", type=link_iou, metavar="IOU", help="one id per object through z: "
                    "link instances of consecutive slices above this IoU (e.g. 0.3)")
     _tile_arg(p)
     _image_args(p)
+    _series_arg(p)
     p.set_defaults(func=commands["text"])
 
     p = sub.add_parser(
@@ -172,4 +218,5 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
                    help="replace --out/--table if they exist (never the input, seeds or store)")
     p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
     _image_args(p, slices=False)
+    _series_arg(p)
     p.set_defaults(func=commands["propagate"])

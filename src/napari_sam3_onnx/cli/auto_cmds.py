@@ -14,7 +14,7 @@ from ..api.io import InputError, expand_inputs, image_names, parse_slices
 from ..engine.automatic import AutoMaskSettings
 from ..engine.automatic.linking import LINK_IOU
 from ..models.base import Capability
-from .args import FMT, _image_args, _tile_arg, _wrap, finite, fraction, whole
+from .args import FMT, _image_args, _tile_arg, _wrap, finite, link_iou, whole
 from .batch_cmds import (
     _bundle,
     _labels_metadata,
@@ -47,7 +47,7 @@ def _settings(args: argparse.Namespace) -> AutoMaskSettings:
 def cmd_segment_all(args: argparse.Namespace) -> int:
     """Automatic masks on every slice; labels to --out, objects to --table."""
     settings = _settings(args)
-    paths = expand_inputs(args.inputs)
+    paths = expand_inputs(args.inputs, skip=[args.store])
     many = len(paths) > 1 or args.workers or args.scheduler
     if args.propagate_from is not None and (many or args.rgb or args.slices):
         raise InputError("--propagate-from takes one gray 3-D stack: leave out --workers, "
@@ -229,7 +229,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace --out/--table if they exist (never the input or the store)")
     p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
-    p.add_argument("--link-iou", type=fraction, default=LINK_IOU,
+    p.add_argument("--link-iou", type=link_iou, default=LINK_IOU,
                    help=f"IoU linking objects of consecutive slices (default {LINK_IOU})")
     p.add_argument("--no-link", action="store_true", help="new ids on every slice")
     p.add_argument("--propagate-from", type=int, metavar="Z",

@@ -42,13 +42,14 @@ def _bundle(args: argparse.Namespace) -> api.Bundle:
 
 
 def _job(args: argparse.Namespace, path: Path, name: str) -> StackJob:
-    job = StackJob(path, name, args.axis, args.rgb, _window(args), parse_slices(args.slices))
+    job = StackJob(path, name, args.axis, args.rgb, _window(args), parse_slices(args.slices),
+                   getattr(args, "series", None))
     job.indices()  # opens the file and checks its dimensionality and the slice range now
     return job
 
 
 def _one_input(args: argparse.Namespace, command: str) -> Path:
-    path = expand_inputs([args.input])
+    path = expand_inputs([args.input], skip=[getattr(args, "store", None)])
     if len(path) != 1:
         raise InputError(f"{args.input} holds {len(path)} images; give one file to "
                          f"'{command}'.")
@@ -65,10 +66,11 @@ def _labels_metadata(args: argparse.Namespace, path: Path, ndim: int) -> dict:
     lead = ndim - (3 if args.rgb else 2)
     if lead > 0 and args.axis % ndim >= lead:
         return {}
-    meta: dict = {"pixel_size": pixel_size(path)}
+    series = getattr(args, "series", None)
+    meta: dict = {"pixel_size": pixel_size(path, series)}
     if lead == 0 or args.axis % ndim == 0:
         meta["like"] = path  # the input's own axis order: an OME-Zarr input lends its scale
-    axes = image_axes(path)
+    axes = image_axes(path, series)
     if axes is not None and len(axes) == ndim:
         axis = args.axis % ndim if lead else 0
         order = [axis] + [a for a in range(ndim) if a != axis] if lead else list(range(ndim))
@@ -88,7 +90,7 @@ def _need_distributed() -> None:
 
 def cmd_precompute(args: argparse.Namespace) -> int:
     """Encode every plane of the inputs into the store (resumable)."""
-    paths = expand_inputs(args.inputs)
+    paths = expand_inputs(args.inputs, skip=[args.store])
     check_store(args.store, [*(("input image", p) for p in paths), *bundle_paths(args.bundle)])
     if (args.scheduler or args.workers) and args.tile:
         raise InputError("--tile runs in this process: leave out --workers/--scheduler.")
@@ -263,7 +265,7 @@ def cmd_propagate(args: argparse.Namespace) -> int:
         check_store(args.store, [("input image", path), ("seed labels", args.seed_labels),
                                  *bundle_paths(args.bundle)])
     name = image_names([path])[0]
-    job = StackJob(path, name, args.axis, args.rgb, _window(args))
+    job = StackJob(path, name, args.axis, args.rgb, _window(args), series=args.series)
     view = job.view()
     seeds = build_seeds(args, view)
     index_range = _index_range(args.range, int(view.shape[0]))

@@ -60,6 +60,23 @@ def is_zarr_array(path: Path) -> bool:
         return False
 
 
+def _check_name_length(flag: str, path: Path, real: Path) -> None:
+    """Refuse a name too long for the temporary sibling the output is written under."""
+    from ..models.atomic import _sibling
+
+    try:
+        limit = os.pathconf(real.parent if real.parent.exists() else "/", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    longest = len(os.fsencode(_sibling(real, "partial").name))
+    if longest > limit:
+        extra = longest - len(os.fsencode(real.name))
+        raise InputError(f"{flag} {path}: the name is {len(os.fsencode(real.name))} bytes "
+                         f"long; outputs are written under a temporary name {extra} bytes "
+                         f"longer and this file system allows {limit}: give a name of at most "
+                         f"{limit - extra} bytes.")
+
+
 def _check_folder(flag: str, path: Path, real: Path) -> None:
     folder = real.parent
     if not folder.exists() and image_of_labels(real) is not None:
@@ -76,6 +93,10 @@ def _check_existing(flag: str, path: Path, directory: bool, overwrite: bool) -> 
     if not overwrite:
         raise InputError(f"{flag} {path} already exists; pass --overwrite to replace it, or "
                          "choose another name.")
+    if directory and path.is_symlink():
+        raise InputError(f"{flag} {path} is a symbolic link (to {os.readlink(path)}); a zarr "
+                         "output is a folder and is not written through a link: name the "
+                         "folder itself, or remove the link.")
     if directory and not (path.is_dir() and (is_zarr_array(path) or is_ngff_labels(path))):
         raise InputError(f"{flag} {path} exists and is not a zarr array folder (nor "
                          "OME-Zarr labels); not replacing it even with --overwrite (remove it "
@@ -169,6 +190,7 @@ def check_outputs(outputs: Sequence[Named], protected: Sequence[Named],
                              "output its own name.")
         seen[real] = f"{flag} {path}"
         _check_folder(flag, path, real)
+        _check_name_length(flag, path, real)
         _check_existing(flag, path, path.name.lower().endswith(".zarr") or is_ngff_output(path),
                         overwrite)
 

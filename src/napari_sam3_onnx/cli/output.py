@@ -138,9 +138,11 @@ def _write(tmp: Path, name: str, shape: tuple[int, ...], planes: Iterable[np.nda
     if name.endswith((".tif", ".tiff")):
         import tifffile
 
+        meta = tiff_metadata(len(shape), pixel_size, axes)
+        if 1 in shape[:-2]:  # OME readers drop length-1 axes: 1 x Y x X would read as Y x X;
+            meta["ome"] = False  # tifffile's shaped description keeps the shape and the axes
         tifffile.imwrite(tmp, _tiles(planes, shape), shape=shape, dtype=np.int32,
-                         compression="zlib", tile=(TIFF_TILE, TIFF_TILE),
-                         **tiff_metadata(len(shape), pixel_size, axes))
+                         compression="zlib", tile=(TIFF_TILE, TIFF_TILE), **meta)
     elif name.endswith(".npy"):
         out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int32, shape=shape)
         for index, plane in zip(lead, planes, strict=True):

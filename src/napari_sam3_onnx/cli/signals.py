@@ -119,3 +119,20 @@ class RunRecord:
             kept += "; not written: " + ", ".join(self.pending) + \
                     " (any file there before is unchanged)"
         return kept + "."
+
+
+def interruption(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl+C or :class:`Terminated` behind ``exc``, if one caused it.
+
+    A signal that arrives while a compiled module initialises (onnxruntime, scipy) surfaces
+    as ``ImportError: initialization failed`` with the interrupt as its cause; it is still
+    an interruption, not an error.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

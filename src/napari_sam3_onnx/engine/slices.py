@@ -89,7 +89,8 @@ def plane_to_rgb(
         ``(rows, cols)`` grayscale, or ``(rows, cols, 3|4)`` colour when ``rgb``.
     contrast_limits : tuple[float, float], optional
         The display window. None: uint8 data is used as is, bool maps False/True to 0/255,
-        other dtypes use the plane's min and max (a constant plane maps to black).
+        other dtypes use the plane's min and max. A constant plane (one value or colour
+        everywhere) maps to black with any window.
     rgb : bool
         ``plane`` has colour channels (alpha is dropped).
 
@@ -102,17 +103,36 @@ def plane_to_rgb(
         if plane.ndim != 3 or plane.shape[2] not in (3, 4):
             raise ValueError(f"an RGB plane must be (rows, cols, 3|4), got {plane.shape}")
         colour = plane[..., :3]
+        if _constant(colour):
+            return np.zeros((*plane.shape[:2], 3), np.uint8)
         if colour.dtype == np.uint8 and contrast_limits is None:
             return np.ascontiguousarray(colour)
         limits = contrast_limits or _default_limits(colour)
         return window_to_uint8(colour, limits)
     if plane.ndim != 2:
         raise ValueError(f"a grayscale plane must be (rows, cols), got {plane.shape}")
+    if _constant(plane):
+        return np.zeros((*plane.shape, 3), np.uint8)
     if plane.dtype == np.uint8 and contrast_limits is None:
         gray = plane
     else:
         gray = window_to_uint8(plane, contrast_limits or _default_limits(plane))
     return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
+
+
+def _constant(plane: np.ndarray) -> bool:
+    """Whether every pixel of ``plane`` has one value (or colour; NaN and inf ignored).
+
+    Such a plane (zero padding, an empty or an all-True mask, a saturated frame) has nothing
+    to segment whatever its value and whatever the window, so it maps to black.
+    """
+    if plane.ndim == 3:
+        return bool((plane == plane[0, 0]).all())
+    if np.issubdtype(plane.dtype, np.floating):
+        plane = plane[np.isfinite(plane)]
+    if plane.size == 0:
+        return True
+    return bool((plane == plane.flat[0]).all())
 
 
 def _default_limits(plane: np.ndarray) -> tuple[float, float]:

@@ -24,7 +24,7 @@ import os
 import secrets
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -184,7 +184,8 @@ def keep_new(tmp: Path, path: Path) -> Path:
 
 
 @contextmanager
-def atomic_output(path: Path, directory: bool = False, replace: bool = True) -> Iterator[Path]:
+def atomic_output(path: Path, directory: bool = False, replace: bool = True,
+                  settle: Callable[[], None] | None = None) -> Iterator[Path]:
     """Yield a fresh temporary sibling of ``path``; on success it replaces ``path``.
 
     Parameters
@@ -198,6 +199,9 @@ def atomic_output(path: Path, directory: bool = False, replace: bool = True) -> 
         ``path`` may be replaced (the user consented, e.g. ``--overwrite``). If False, the
         result takes the name only if nobody created it meanwhile; otherwise it is kept as
         ``NAME-1.tif`` (or the next free name) and :class:`OutputTakenError` is raised.
+    settle : callable, optional
+        Called after a failure before the temporary is removed (e.g. to let a writer's
+        background threads finish, so they do not recreate what is being removed).
 
     On any exception, including KeyboardInterrupt, the temporary sibling is deleted and
     ``path`` is left untouched.
@@ -210,6 +214,8 @@ def atomic_output(path: Path, directory: bool = False, replace: bool = True) -> 
             return
         kept = keep_new(tmp, path)
     except BaseException:
+        if settle is not None:
+            settle()
         remove_ours(tmp)
         raise
     if kept != path:

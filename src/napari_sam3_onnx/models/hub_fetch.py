@@ -100,6 +100,7 @@ def hub_download(
     """
     from huggingface_hub import hf_hub_download
 
+    guard_stalls()
     bar, started = progress_class(name, report)
     local = hf_hub_download(
         repo, path, revision=revision, cache_dir=cache_dir, local_dir=local_dir,
@@ -114,6 +115,7 @@ def fetch_url(url: str, part: Path, *, name: str, report: Progress,
     """Fetch a file that is not on a hub into ``part`` (resuming what it holds, if anything)."""
     from huggingface_hub.file_download import http_get
 
+    guard_stalls()
     bar, _ = progress_class(name, report)
     offset = part.stat().st_size if part.is_file() else 0
     if size is not None and offset > size:
@@ -122,6 +124,68 @@ def fetch_url(url: str, part: Path, *, name: str, report: Progress,
     with open(part, "ab") as fh:
         http_get(url, fh, resume_size=offset, expected_size=size, displayed_filename=name,
                  tqdm_class=bar)
+
+
+#: A transfer that receives fewer than this many bytes per second, averaged over a window of
+#: STALL_WINDOWS x ``HF_HUB_DOWNLOAD_TIMEOUT`` seconds, has stalled.
+STALL_FLOOR = 1024
+STALL_WINDOWS = 3
+
+
+def guard_stalls() -> None:
+    """Make the library's HTTP session end a transfer that trickles bytes.
+
+    ``huggingface_hub`` gives every read ``HF_HUB_DOWNLOAD_TIMEOUT`` seconds (its own setting,
+    default 10): a server that sends nothing fails, but one that sends a byte every few seconds
+    passes every read and the download never ends. A response hook on the library's session
+    (:func:`huggingface_hub.get_session`) wraps each response body: when a window of
+    ``STALL_WINDOWS`` x that timeout brings fewer than ``STALL_FLOOR`` bytes a second, the
+    read fails with the client's ``ReadTimeout``, which the library retries (resuming) and then
+    reports like any other timeout. Raising ``HF_HUB_DOWNLOAD_TIMEOUT`` widens the window.
+    Installed once per session; other requests are left as they are.
+    """
+    from huggingface_hub import constants, get_session
+
+    session = get_session()
+    hooks = session.event_hooks
+    if any(getattr(h, "_nso_stall_guard", False) for h in hooks.get("response", [])):
+        return
+    client = _client()
+    guard = type("StallGuard", (_StallGuard, client.SyncByteStream), {})
+
+    def hook(response) -> None:
+        window = STALL_WINDOWS * float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
+        response.stream = guard(response.stream, window, client.ReadTimeout)
+
+    hook._nso_stall_guard = True  # type: ignore[attr-defined]
+    session.event_hooks = {**hooks, "response": [*hooks.get("response", []), hook]}
+
+
+class _StallGuard:
+    """A response body stream that fails when it brings too few bytes per window.
+
+    Mixed with the client's ``SyncByteStream`` by :func:`guard_stalls` (the client checks it).
+    """
+
+    def __init__(self, stream, window: float, error: type[Exception]) -> None:
+        self.stream, self.window, self.error = stream, window, error
+
+    def __iter__(self):
+        import time
+
+        start, got = time.monotonic(), 0
+        for chunk in self.stream:
+            got += len(chunk)
+            elapsed = time.monotonic() - start
+            if elapsed >= self.window:
+                if got < STALL_FLOOR * elapsed:
+                    raise self.error(f"the transfer stalled: {got} bytes in {elapsed:.0f} s "
+                                     f"(raise HF_HUB_DOWNLOAD_TIMEOUT to wait longer)")
+                start, got = time.monotonic(), 0
+            yield chunk
+
+    def close(self) -> None:
+        self.stream.close()
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -135,7 +199,7 @@ def is_transient(exc: BaseException) -> bool:
         return code is not None and (code in (408, 429) or code >= 500)
     if isinstance(exc, LocalEntryNotFoundError):  # could not reach the hub and not cached
         return True
-    return isinstance(exc, _transport_errors())
+    return isinstance(exc, _transport_errors()) and type(exc).__name__ != "TooManyRedirects"
 
 
 def hub_error(exc: BaseException, *, repo: str, page_url: str, url: str, token: str | None,
@@ -166,12 +230,20 @@ def hub_error(exc: BaseException, *, repo: str, page_url: str, url: str, token: 
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
-    """The HTTP client's connection-level errors (the library's own fork of httpx, or httpx)."""
+    """The HTTP client's request-level errors (the library's own fork of httpx, or httpx).
+
+    ``RequestError`` covers a lost connection, a timeout, a redirect loop (``TooManyRedirects``)
+    and a body that cannot be decoded: each is a failed download, not a bug.
+    """
+    return (_client().RequestError,)
+
+
+def _client():
+    """The library's HTTP client module: its own fork of httpx, or httpx in older releases."""
     try:
-        client = importlib.import_module("httpx2")
+        return importlib.import_module("httpx2")
     except ImportError:  # huggingface_hub releases built on httpx itself
-        client = importlib.import_module("httpx")
-    return (client.TransportError,)
+        return importlib.import_module("httpx")
 
 
 def _version() -> str:

@@ -70,8 +70,14 @@ def parse_concepts(text: str) -> list[str]:
     Raises
     ------
     PromptError
-        No phrase is left.
+        No phrase is left, or the text is not valid Unicode (lone surrogates).
     """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates: bytes that were not UTF-8
+        raise PromptError(f"The concepts {text!r} hold characters that are not valid text "
+                          f"(position {exc.start}; often bytes that were not UTF-8): type "
+                          "them again as plain text.") from None
     seen: list[str] = []
     for part in text.split(","):
         phrase = " ".join(part.split())

@@ -111,6 +111,8 @@ class ClipTokenizer:
         if not path.is_file():
             raise ModelFileMissingError(path, "SAM 3's text prompts need CLIP's BPE vocabulary.")
         try:
+            with open(path, "rb") as fh:  # tokenizers calls a refused read "damaged" otherwise
+                fh.read(1)
             return cls._load(path, context_length)
         except PermissionError as exc:
             raise ModelFileUnreadableError(path) from exc

@@ -358,6 +358,7 @@ class EmbeddingStore:
             group.attrs[ENTRY_KEY] = meta
             sf.place(tmp, folder / slice_name)
         except BaseException:
+            sf.settle_io()  # an interruption leaves zarr's writes running: let them end first
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         with self._lock:

@@ -33,6 +33,40 @@ TRASH_PREFIX = ".nso-trash-"
 CHECKSUM = "crc32"
 
 
+def settle_io(timeout: float = 60.0) -> None:
+    """Wait until zarr's background I/O (its event-loop thread) has nothing left to do.
+
+    zarr runs every read and write as a task on a loop in its own thread; the calling thread
+    only waits for it. A Ctrl+C or SIGTERM in the calling thread stops the wait, not the task,
+    which goes on writing (into a temporary entry being removed) or fails later, at shutdown,
+    with a stray traceback. Called after such an interruption, before anything is cleaned up.
+    A no-op when zarr has started no loop.
+    """
+    import sys
+    import time
+
+    sync = sys.modules.get("zarr.core.sync")
+    loop = getattr(sync, "loop", [None])[0] if sync is not None else None
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+
+    async def _others() -> int:
+        import asyncio
+
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)
+
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    with contextlib.suppress(Exception):
+        while time.monotonic() < deadline:  # until a pass finds no other task
+            future = asyncio.run_coroutine_threadsafe(_others(), loop)
+            if not future.result(timeout=max(0.1, deadline - time.monotonic())):
+                return
+
+
 def temp_name(final: str) -> str:
     """A unique temporary sibling name for ``final`` (process id and a random part)."""
     return f"{TMP_PREFIX}{final}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
