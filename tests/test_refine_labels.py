@@ -78,7 +78,7 @@ def test_the_mask_prompt_shapes_the_answer_where_the_decoder_takes_one(tmp_path)
     labels = np.where(triangle, 3, 0).astype(np.int32)
     target = pick_label(bundle.adapter, labels, 3)
     assert target.uses_mask
-    plane, answer = api.refine(bundle, square, labels, 3)
+    _, answer = api.refine(bundle, square, labels, 3)
     assert iou(answer.mask, triangle) > 0.85  # the box alone would give the whole square
     assert iou(answer.mask, square > 0) < 0.7
 

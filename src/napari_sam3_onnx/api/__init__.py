@@ -60,7 +60,8 @@ __all__ = [
     "SearchStep", "Seed", "StackJob", "StoreCheck", "TextResult", "TileSettings", "Workspace",
     "encode_stack", "evaluate", "iter_propagate", "iter_search", "iter_search_text",
     "iter_segment_all", "make_jobs", "open_bundle", "parse_slices", "precompute", "propagate",
-    "read_image", "refine", "search_text", "segment", "segment_all", "table_columns", "verify_store",
+    "read_image", "refine", "search_text", "segment", "segment_all", "table_columns",
+    "verify_store",
 ]
 
 StoreLike = EmbeddingStore | Path | str

@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..engine.encoding import SliceEncoder, SliceRef
-from ..engine.slices import extract_plane
-from ..engine.store.embedding_store import fingerprint
 from ..engine.interactive import ObjectMask, Prompt
 from ..engine.label_prompt import label_prompt, mask_to_logits, replace_label
+from ..engine.slices import extract_plane
+from ..engine.store.embedding_store import fingerprint
 from ..models.base import SamAdapter
 from ..models.errors import PromptError
 from .bundles import Bundle
