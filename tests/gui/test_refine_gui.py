@@ -94,7 +94,7 @@ def test_alt_click_picks_a_label_and_a_click_restores_its_missing_half(make_widg
 
 
 def test_the_id_field_picks_from_the_commit_to_layer(make_widget, qtbot):
-    viewer, w, layer, before, cell = _open(make_widget, qtbot)
+    _viewer, w, layer, before, _cell = _open(make_widget, qtbot)
     w.target.setCurrentIndex(w.target.findText("cellpose"))
     w.refine.label_id.setValue(2)
     qtbot.mouseClick(w.refine.go, Qt.MouseButton.LeftButton)

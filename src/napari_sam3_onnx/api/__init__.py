@@ -49,6 +49,7 @@ from .io import InputError, image_names, parse_slices, planes_view, read_image
 from .jobs import StackJob
 from .propagate import PropagationStep, Seed, iter_propagate, propagate
 from .refine import refine
+from .repropagate import repropagate
 from .search import SearchStep, iter_search
 from .text import TextResult, iter_search_text, search_text, table_columns
 from .validate import check_box, check_points, check_window
@@ -60,7 +61,7 @@ __all__ = [
     "SearchStep", "Seed", "StackJob", "StoreCheck", "TextResult", "TileSettings", "Workspace",
     "encode_stack", "evaluate", "iter_propagate", "iter_search", "iter_search_text",
     "iter_segment_all", "make_jobs", "open_bundle", "parse_slices", "precompute", "propagate",
-    "read_image", "refine", "search_text", "segment", "segment_all", "table_columns",
+    "read_image", "refine", "repropagate", "search_text", "segment", "segment_all", "table_columns",
     "verify_store",
 ]
 

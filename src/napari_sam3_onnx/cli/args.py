@@ -167,6 +167,12 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
                    help="stop an object after N slices without it (default 2)")
     p.add_argument("--fixed", type=whole(0, "--fixed"), nargs="+", metavar="I",
                    help="for 4-D data: index of the other leading axis (e.g. the time point)")
+    p.add_argument("--repropagate", action="store_true",
+                   help="re-propagate labels already there: carry the ids of --seed-labels (a "
+                   "stack shaped like the input) from --seed-slice; --out is those labels with "
+                   "only these ids replaced, on the slices the run reaches")
+    p.add_argument("--ids", type=whole(1, "--ids"), nargs="+", metavar="ID",
+                   help="with --repropagate: the label ids to carry (default: all on the slice)")
     p.add_argument("--table", type=Path, help="CSV of object areas per slice")
     p.add_argument("--overwrite", action="store_true",
                    help="replace --out/--table if they exist (never the input, seeds or store)")

@@ -210,6 +210,9 @@ class PropagationPanel(QWidget):
                 ids = parse_ids(self.ids.text()) if self.from_ids.isChecked() else None
                 plane = spec.target.data[self._index()]
                 spec.seeds = label_seeds(plane, self._k(), ids)
+                # Re-propagating labels that are there: each slice the run reaches gets the
+                # id's new pixels in place of its old ones; other slices keep theirs.
+                spec.replace = frozenset(spec.seeds)
         except Sam3OnnxError as exc:
             self._warn(str(exc))
             return False
