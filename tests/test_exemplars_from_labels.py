@@ -93,3 +93,33 @@ def test_search_like_refuses_mismatched_labels(toy):
         api.search_like(toy, image, truth[:, :10])
     with pytest.raises(PromptError, match="needs a stack"):
         api.search_like(toy, image[0], truth[0], through_stack=True)
+
+
+def test_cli_text_exemplars_from_labels_through_the_stack(toy, tmp_path, capsys):
+    import tifffile
+
+    from napari_sam3_onnx.cli import main
+
+    image, truth = scene()
+    lab = np.zeros_like(truth)
+    lab[1][truth[1] == 1] = 1
+    tifffile.imwrite(tmp_path / "img.tif", image, photometric="minisblack")
+    tifffile.imwrite(tmp_path / "ex.tif", lab, photometric="minisblack")
+    argv = ["text", str(toy.folder), str(tmp_path / "img.tif"), "--exemplars-from",
+            str(tmp_path / "ex.tif"), "--through-stack", "--out", str(tmp_path / "out.tif"),
+            "--table", str(tmp_path / "t.csv")]
+    assert main(argv) == 0
+    assert "3 object(s) like the exemplars on plane(s) 1, carried through z (memory)" in \
+        capsys.readouterr().out
+    out = tifffile.imread(tmp_path / "out.tif")
+    want = api.search_like(toy, image, lab, through_stack=True).labels
+    np.testing.assert_array_equal(out, want)
+    assert objects_match(out, truth)
+    assert len(open(tmp_path / "t.csv").read().splitlines()) == 1 + 3 * N
+    np.testing.assert_array_equal(tifffile.imread(tmp_path / "ex.tif"), lab)
+    onto = [*argv[:-3], str(tmp_path / "ex.tif"), "--overwrite"]  # --out onto the exemplars
+    assert main(onto) == 2 and "exemplar labels" in capsys.readouterr().err
+    np.testing.assert_array_equal(tifffile.imread(tmp_path / "ex.tif"), lab)
+    assert main(["text", str(toy.folder), str(tmp_path / "img.tif"), "--out",
+                 str(tmp_path / "none.tif")]) == 2
+    assert "--exemplars-from" in capsys.readouterr().err

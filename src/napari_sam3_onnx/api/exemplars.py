@@ -264,18 +264,18 @@ def search_from_labels(
                          cancelled=cancelled)
     while True:
         try:
-            step = next(gen)
+            tracked = next(gen)
         except StopIteration as stop:
             result = stop.value
             break
-        for oid, out in (step.outputs or {}).items():
+        for oid, out in (tracked.outputs or {}).items():
             crop = _crop(out.mask)
             if crop is not None:
-                masks[(int(oid), int(step.index))] = crop
+                masks[(int(oid), int(tracked.index))] = crop
             else:
-                masks.pop((int(oid), int(step.index)), None)
-        if progress is not None and not step.seed:
-            progress(len(planes) + step.done, len(planes) + step.total)
+                masks.pop((int(oid), int(tracked.index)), None)
+        if progress is not None and not tracked.seed:
+            progress(len(planes) + tracked.done, len(planes) + tracked.total)
     for o, k in seeds_at.items():  # an instance is its own mask on its own plane
         masks[(o, k)] = _crop(run.labels[k] == o)  # type: ignore[assignment]
     group = _groups(seeds_at, masks, shape, link_iou)
@@ -327,6 +327,9 @@ def search_like(
         ``labels`` has the input's shape (``(rows, cols)`` for a 2-D image).
     """
     view = planes_view(data, 0)
+    if view.ndim not in (2, 3):
+        raise InputError(f"search_like takes a (rows, cols) image or an (n, rows, cols) stack; "
+                         f"got shape {tuple(view.shape)}.")
     flat = view.ndim == 2
     lab = np.asarray(labels)
     if lab.shape != tuple(view.shape) or not np.issubdtype(lab.dtype, np.integer):

@@ -131,8 +131,9 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
         "'nucleus, cell' --out labels.tif --table instances.csv --store emb.zarr")
     p.add_argument("bundle", help="bundle id or folder (needs the 'text' capability)")
     p.add_argument("input", type=Path, help="one TIFF, .npy or zarr/OME-Zarr image")
-    p.add_argument("--concepts", required=True,
-                   help="comma-separated phrases, e.g. 'nucleus, cell'")
+    p.add_argument("--concepts",
+                   help="comma-separated phrases, e.g. 'nucleus, cell' (required unless "
+                   "--exemplars-from is given)")
     p.add_argument("--out", type=Path, required=True, help=OUT_HELP)
     p.add_argument("--table", type=Path, help="CSV file with one row per instance")
     p.add_argument("--overwrite", action="store_true",
@@ -145,6 +146,20 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
     p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
     p.add_argument("--link-iou", type=fraction, metavar="IOU", help="one id per object through z: "
                    "link instances of consecutive slices above this IoU (e.g. 0.3)")
+    p.add_argument("--exemplars-from", type=Path, metavar="LABELS",
+                   help="labels shaped like the input: their ids become SAM 3 exemplar boxes "
+                   "on the planes they lie on, and only those planes are searched (with "
+                   "--through-stack, what is found is carried through z)")
+    p.add_argument("--exemplar-ids", type=whole(1, "--exemplar-ids"), nargs="+", metavar="ID",
+                   help="with --exemplars-from: the positive ids (default: every id)")
+    p.add_argument("--negative-ids", type=whole(1, "--negative-ids"), nargs="+", metavar="ID",
+                   default=[], help="with --exemplars-from: ids that are negative exemplars")
+    p.add_argument("--others-negative", action="store_true",
+                   help="with --exemplars-from: every other id on an exemplar's plane is a "
+                   "negative exemplar")
+    p.add_argument("--through-stack", action="store_true",
+                   help="with --exemplars-from: carry the instances found through z with the "
+                   "memory tracker and link them across exemplar planes (one id per object)")
     _tile_arg(p)
     _image_args(p)
     p.set_defaults(func=commands["text"])

@@ -214,8 +214,59 @@ def write_labels_run(run: LabelsRun, args: argparse.Namespace, results: Iterator
         run.record.done("--table", args.table)
 
 
+def _cmd_text_exemplars(args: argparse.Namespace) -> int:
+    """--exemplars-from: SAM 3's exemplar search from labels (:func:`api.search_like`)."""
+    path = _one_input(args, "text")
+    _outputs(args, path, [("exemplar labels", args.exemplars_from)])
+    if args.store is not None:
+        check_store(args.store, [("input image", path), ("exemplar labels", args.exemplars_from)])
+    if args.rgb or args.slices or args.tile:
+        raise InputError("--exemplars-from takes one gray image or 3-D stack: leave out --rgb, "
+                         "--slices and --tile.")
+    job = _job(args, path, image_names([path])[0])
+    view = job.view()
+    labels = np.asarray(planes_view(api.read_image(args.exemplars_from), args.axis))
+    phrases = parse_concepts(args.concepts) if args.concepts else []
+    bundle = _bundle(args)
+    bundle.adapter.require(Capability.EXEMPLARS)
+    if phrases:
+        bundle.texts  # noqa: B018 - the tokenizer is read now, before anything is written
+    record = _record(args, args.store)
+    store = _counted_store(bundle, record, args.store)
+    bar = Bar("search", quiet=args.quiet)
+    try:
+        res = api.search_like(
+            bundle, view, labels, args.exemplar_ids, args.negative_ids,
+            others_negative=args.others_negative, concepts=phrases,
+            through_stack=args.through_stack, window=job.window, floor=args.floor,
+            min_area=args.min_area, link_iou=0.5 if args.link_iou is None else args.link_iou,
+            store=store, image=job.image, progress=bar.update)
+    finally:
+        bar.close()
+    stack = res.labels if res.labels.ndim == 3 else res.labels[None]
+    write_labels(args.out, res.labels.shape, iter(stack),
+                 **_labels_metadata(args, path, view.ndim))
+    record.done("--out", args.out)
+    if args.table is not None:
+        rows = [{"label": oid, "index_0": z, "area_px": int(area)}
+                for z in range(stack.shape[0])
+                for oid, area in zip(*np.unique(stack[z], return_counts=True), strict=True)
+                if oid != 0]
+        write_table(args.table, ["label", "index_0", "area_px"], rows)
+        record.done("--table", args.table)
+    how = f", carried through z ({res.method})" if res.method else ""
+    print(f"{res.objects} object(s) like the exemplars on plane(s) "
+          f"{', '.join(map(str, res.planes))}{how} -> {args.out}"
+          + "".join(f"\nNote: {n}" for n in res.notes))
+    return 0
+
+
 def cmd_text(args: argparse.Namespace) -> int:
     """Find every instance of the concepts; labels to --out, instances to --table."""
+    if args.exemplars_from is not None:
+        return _cmd_text_exemplars(args)
+    if not args.concepts:
+        raise InputError("Give --concepts (e.g. 'nucleus, cell') or --exemplars-from LABELS.")
     phrases = parse_concepts(args.concepts)
     # the tokenizer is read now: a missing one fails before anything is encoded or created
     run = open_labels_run(args, "text", Capability.TEXT, check=lambda bundle: bundle.texts)
