@@ -123,3 +123,22 @@ def test_cli_text_exemplars_from_labels_through_the_stack(toy, tmp_path, capsys)
     assert main(["text", str(toy.folder), str(tmp_path / "img.tif"), "--out",
                  str(tmp_path / "none.tif")]) == 2
     assert "--exemplars-from" in capsys.readouterr().err
+
+
+def test_quality_exemplar_mode_scores_the_other_instances_only(toy):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import quality
+
+    image, truth = scene()
+    flat_truth = truth[2].copy()  # the three cells
+    rows = list(quality.exemplar_modes(toy, image[2], flat_truth, None, ks=(1,)))
+    (mode, pred, rest, _, used), = rows
+    assert mode == "exemplars k=1" and used == 1
+    assert len(np.unique(rest)) - 1 == 2  # the exemplar cell is left out of the truth
+    ev = api.evaluate(pred, rest).overall
+    assert (ev.n_pred, ev.n_true, ev.at(0.5).tp) == (2, 2, 2)  # the others, not the exemplar
+    ex, picked = quality.exemplar_labels(truth, 2)  # a stack: each on its largest plane only
+    assert len(picked) == 2 and all(len(np.unique(np.nonzero(ex == i)[0])) == 1 for i in picked)
