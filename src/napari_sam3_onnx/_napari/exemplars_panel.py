@@ -150,7 +150,8 @@ class ExemplarPanel(QWidget):
         work = partial(search_from_labels, through_stack=self.through.isChecked(),
                        cancelled=lambda: self._cancel)
         workers.start(work, self.workspace, refs, exemplars, concepts,
-                      on_result=lambda res: self._done(cast(ExemplarSearch, res), notes), on_error=self._failed)
+                      on_result=lambda res: self._done(cast(ExemplarSearch, res), notes),
+                      on_error=self._failed)
         self.refresh()
         return True
 
