@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from screenshots import SIZE, _pump, _save, _wait  # noqa: E402
+from screenshots import SIZE, _pump, _save, _wait
 
 PLANE, OTHER = 6, 9
 
@@ -55,8 +55,7 @@ def main() -> int:
     sizes = np.bincount(truth[PLANE].ravel())
     sizes[0] = 0
     oid = int(sizes.argmax())
-    rows, cols = np.nonzero(truth[PLANE] == oid)
-    mid = int(np.median(cols))
+    mid = int(np.median(np.nonzero(truth[PLANE] == oid)[1]))
     cut[PLANE][(truth[PLANE] == oid) & (np.arange(truth.shape[2])[None, :] > mid)] = 0
     sample = viewer.layers["synthetic nuclei"]
     cellpose = viewer.add_labels(cut, name="cellpose", opacity=0.6, scale=sample.scale,
