@@ -89,3 +89,32 @@ def test_refine_refuses_a_label_that_is_not_on_the_plane(hf_bundle):
         api.refine(bundle, blob_image(SHAPE), cut_label(), 9)
     with pytest.raises(PromptError, match="positive"):
         api.refine(bundle, blob_image(SHAPE), cut_label(), 0)
+
+
+def test_cli_refine_writes_a_new_file_with_only_that_id_on_that_plane(hf_bundle, tmp_path,
+                                                                     capsys):
+    import tifffile
+
+    from napari_sam3_onnx.cli import main
+
+    img = blob_image(SHAPE, blobs=((*CELL[:2], CELL[2]), (15, 20, 6)))
+    stack = np.stack([img, img, img])
+    labels = np.stack([cut_label(), cut_label(), np.zeros(SHAPE, np.int32)])
+    tifffile.imwrite(tmp_path / "img.tif", stack, photometric="minisblack")
+    tifffile.imwrite(tmp_path / "lab.tif", labels, photometric="minisblack")
+    argv = ["refine", str(hf_bundle), str(tmp_path / "img.tif"), "--labels",
+            str(tmp_path / "lab.tif"), "--id", "5", "--index", "1", "--click",
+            str(CELL[0]), str(CELL[1] + 6), "--out", str(tmp_path / "new.tif")]
+    assert main(argv) == 0
+    assert "only this id changed" in capsys.readouterr().out
+    out = tifffile.imread(tmp_path / "new.tif")
+    plane, _ = api.refine(api.open_bundle(hf_bundle), stack, labels, 5, [[CELL[0], CELL[1] + 6]],
+                          [1], index=(1,))
+    np.testing.assert_array_equal(out[1], plane)
+    np.testing.assert_array_equal(out[[0, 2]], labels[[0, 2]])  # other planes as they were
+    assert (out[1] == 5).sum() > (labels[1] == 5).sum() * 1.5
+    np.testing.assert_array_equal(tifffile.imread(tmp_path / "lab.tif"), labels)
+    onto = [*argv[:-1], str(tmp_path / "lab.tif"), "--overwrite"]
+    assert main(onto) == 2 and "labels" in capsys.readouterr().err
+    assert main([*argv[:7], "--out", str(tmp_path / "x.tif")]) == 2  # a stack needs --index
+    assert "--index" in capsys.readouterr().err and not (tmp_path / "x.tif").exists()

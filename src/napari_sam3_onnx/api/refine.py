@@ -20,7 +20,7 @@ from ..engine.interactive import ObjectMask, Prompt
 from ..engine.label_prompt import label_prompt, mask_to_logits, replace_label
 from ..engine.slices import extract_plane
 from ..engine.store.embedding_store import fingerprint
-from ..models.base import SamAdapter
+from ..models.base import Capability, SamAdapter
 from ..models.errors import PromptError
 from .bundles import Bundle
 from .clicks import segment_object
@@ -76,9 +76,12 @@ def pick_label(adapter: SamAdapter, plane: np.ndarray, label_id: int,
 
     Raises
     ------
+    MissingCapabilityError
+        The bundle has no SAM head (clicks).
     PromptError
         The id is not a positive integer or has no pixel on this plane.
     """
+    adapter.require(Capability.CLICKS)  # a SAM head: boxes alone go to the detector elsewhere
     label_id = int(label_id)
     if label_id <= 0:
         raise PromptError(f"Label id {label_id}: pick a label (ids are positive; 0 is "
