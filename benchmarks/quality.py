@@ -150,6 +150,16 @@ def run_modes(bundle: api.Bundle, image: np.ndarray, truth: np.ndarray, points: 
         yield from exemplar_modes(bundle, image, truth, window, ks)
 
 
+def table(rows: list[dict]) -> str:
+    """The rows as an aligned text table (one line per bundle, sample and mode)."""
+    cols = list(rows[0])
+    width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    lines = ["  ".join(c.ljust(width[c]) for c in cols),
+             "  ".join("-" * width[c] for c in cols)]
+    lines += ["  ".join(str(r[c]).ljust(width[c]) for c in cols) for r in rows]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     """Print (and optionally write) the quality table."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -183,6 +193,9 @@ def main(argv=None) -> int:
                            "f1": round(ev.at(0.5).f1, 4), "seconds": round(seconds, 1)}
                     rows.append(row)
                     print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    if rows:
+        print()
+        print(table(rows))
     if args.csv is not None:
         import csv
 
