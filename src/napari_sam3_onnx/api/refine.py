@@ -64,10 +64,9 @@ class LabelTarget:
 
 def mask_note(adapter: SamAdapter | None) -> str:
     """'' when the bundle's decoder takes a mask prompt, else :data:`NO_MASK_NOTE`."""
-    decoder = None if adapter is None else getattr(adapter, "prompt_decoder", None)
-    if decoder is None or decoder.accepts_mask_input:
+    if adapter is None or not adapter.has(Capability.CLICKS):
         return ""
-    return NO_MASK_NOTE
+    return "" if adapter.prompt_decoder.accepts_mask_input else NO_MASK_NOTE
 
 
 def pick_label(adapter: SamAdapter, plane: np.ndarray, label_id: int,
