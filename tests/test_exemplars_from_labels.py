@@ -142,3 +142,16 @@ def test_quality_exemplar_mode_scores_the_other_instances_only(toy):
     assert (ev.n_pred, ev.n_true, ev.at(0.5).tp) == (2, 2, 2)  # the others, not the exemplar
     ex, picked = quality.exemplar_labels(truth, 2)  # a stack: each on its largest plane only
     assert len(picked) == 2 and all(len(np.unique(np.nonzero(ex == i)[0])) == 1 for i in picked)
+
+
+def test_crop_iou_matches_the_full_plane_iou():
+    from napari_sam3_onnx.api.exemplars import _crop, _crop_iou
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        a, b = np.zeros((2, 30, 41), bool)
+        for m in (a, b):
+            r, c = rng.integers(0, 25), rng.integers(0, 35)
+            m[r:r + rng.integers(1, 12), c:c + rng.integers(1, 12)] = True
+        want = (a & b).sum() / (a | b).sum()
+        assert _crop_iou(_crop(a), _crop(b)) == pytest.approx(want)

@@ -130,9 +130,17 @@ class ExemplarSearch:
         return int(len(np.unique(self.labels)) - (1 if (self.labels == 0).any() else 0))
 
 
-def _iou(a: np.ndarray, b: np.ndarray) -> float:
-    union = np.count_nonzero(a | b)
-    return np.count_nonzero(a & b) / union if union else 0.0
+def _crop_iou(a: Crop, b: Crop) -> float:
+    """IoU of two cropped masks, computed on the overlap of their boxes only."""
+    (ra, ca, ma), (rb, cb, mb) = a, b
+    r0, c0 = max(ra, rb), max(ca, cb)
+    r1, c1 = min(ra + ma.shape[0], rb + mb.shape[0]), min(ca + ma.shape[1], cb + mb.shape[1])
+    inter = 0
+    if r1 > r0 and c1 > c0:
+        inter = int(np.count_nonzero(ma[r0 - ra:r1 - ra, c0 - ca:c1 - ca]
+                                     & mb[r0 - rb:r1 - rb, c0 - cb:c1 - cb]))
+    union = int(np.count_nonzero(ma)) + int(np.count_nonzero(mb)) - inter
+    return inter / union if union else 0.0
 
 
 def _crop(mask: np.ndarray) -> Crop | None:
@@ -143,15 +151,8 @@ def _crop(mask: np.ndarray) -> Crop | None:
     return r0, c0, mask[r0:rr.max() + 1, c0:cc.max() + 1].copy()
 
 
-def _paste(crop: Crop, shape: tuple[int, int]) -> np.ndarray:
-    r0, c0, m = crop
-    out = np.zeros(shape, bool)
-    out[r0:r0 + m.shape[0], c0:c0 + m.shape[1]] = m
-    return out
-
-
 def _groups(seeds: Mapping[int, int], masks: Mapping[tuple[int, int], Crop],
-            shape: tuple[int, int], link_iou: float) -> dict[int, int]:
+            link_iou: float) -> dict[int, int]:
     """Object -> group: an instance and an overlapping track from another plane are one."""
     parent = {o: o for o in seeds}
 
@@ -162,10 +163,10 @@ def _groups(seeds: Mapping[int, int], masks: Mapping[tuple[int, int], Crop],
         return o
 
     for oid, k in seeds.items():
-        mine = _paste(masks[(oid, k)], shape)
+        mine = masks[(oid, k)]
         for other, k2 in seeds.items():
             if k2 != k and (other, k) in masks and root(other) != root(oid):
-                if _iou(mine, _paste(masks[(other, k)], shape)) >= link_iou:
+                if _crop_iou(mine, masks[(other, k)]) >= link_iou:
                     parent[root(oid)] = root(other)
     return {o: root(o) for o in seeds}
 
@@ -182,8 +183,9 @@ def _compose(n: int, shape: tuple[int, int], seeds: Mapping[int, int],
             if not members:
                 continue
             best = min(members, key=lambda o: (abs(seeds[o] - z), o))
-            m = _paste(masks[(best, z)], shape) & (out[z] == 0)
-            out[z][m] = ids[r]
+            r0, c0, m = masks[(best, z)]
+            window = out[z, r0:r0 + m.shape[0], c0:c0 + m.shape[1]]  # a view: written in place
+            window[m & (window == 0)] = ids[r]
     return out
 
 
@@ -278,7 +280,7 @@ def search_from_labels(
             progress(len(planes) + tracked.done, len(planes) + tracked.total)
     for o, k in seeds_at.items():  # an instance is its own mask on its own plane
         masks[(o, k)] = _crop(run.labels[k] == o)  # type: ignore[assignment]
-    group = _groups(seeds_at, masks, shape, link_iou)
+    group = _groups(seeds_at, masks, link_iou)
     run.labels = _compose(len(refs), shape, seeds_at, masks, group)
     run.method, run.cancelled = result.method, bool(result.cancelled)
     return run
