@@ -118,3 +118,16 @@ def test_cli_refine_writes_a_new_file_with_only_that_id_on_that_plane(hf_bundle,
     assert main(onto) == 2 and "labels" in capsys.readouterr().err
     assert main([*argv[:7], "--out", str(tmp_path / "x.tif")]) == 2  # a stack needs --index
     assert "--index" in capsys.readouterr().err and not (tmp_path / "x.tif").exists()
+
+
+def test_a_negative_click_removes_part_of_the_label(hf_bundle):
+    bundle = api.open_bundle(hf_bundle)
+    img = blob_image(SHAPE, blobs=((*CELL[:2], CELL[2]), (15, 20, 6)))
+    cell = disc(SHAPE, *CELL[:2], CELL[2])
+    labels = np.where(cell, 5, 0).astype(np.int32)
+    whole, _ = api.refine(bundle, img, labels, 5)
+    cut, answer = api.refine(bundle, img, labels, 5, [[CELL[0], CELL[1]], [CELL[0], CELL[1] + 8]],
+                             [1, 0])
+    near = disc(SHAPE, CELL[0], CELL[1] + 8, 2)
+    assert (whole == 5)[near].mean() > 0.8 and not (cut == 5)[near].any()
+    assert 0.3 < (cut == 5).sum() / (whole == 5).sum() < 0.95
