@@ -126,8 +126,8 @@ def test_a_negative_click_removes_part_of_the_label(hf_bundle):
     cell = disc(SHAPE, *CELL[:2], CELL[2])
     labels = np.where(cell, 5, 0).astype(np.int32)
     whole, _ = api.refine(bundle, img, labels, 5)
-    cut, answer = api.refine(bundle, img, labels, 5, [[CELL[0], CELL[1]], [CELL[0], CELL[1] + 8]],
-                             [1, 0])
+    cut, _ = api.refine(bundle, img, labels, 5, [[CELL[0], CELL[1]], [CELL[0], CELL[1] + 8]],
+                        [1, 0])
     near = disc(SHAPE, CELL[0], CELL[1] + 8, 2)
     assert (whole == 5)[near].mean() > 0.8 and not (cut == 5)[near].any()
     assert 0.3 < (cut == 5).sum() / (whole == 5).sum() < 0.95
