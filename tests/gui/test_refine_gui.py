@@ -107,3 +107,22 @@ def test_the_id_field_picks_from_the_commit_to_layer(make_widget, qtbot):
     qtbot.mouseClick(w.refine.go, Qt.MouseButton.LeftButton)
     assert w.session.refining is None and "no pixel on this plane" in w.status.text()
     np.testing.assert_array_equal(np.asarray(layer.data), before)
+
+
+def test_a_model_change_stops_refining(make_widget, qtbot, tmp_path):
+    from napari_sam3_onnx.testing.nso import build_nso
+
+    viewer, w, layer, before, _cell = _open(make_widget, qtbot)
+    assert w.session.pick(layer, 5) is not None
+    settle(qtbot, w.session)
+    w.load_bundle(build_nso(tmp_path / "nso"))  # its mask prompt has another size
+    qtbot.waitUntil(lambda: w.workspace.adapter is not None and
+                    w.workspace.adapter.prompt_decoder.accepts_mask_input, timeout=20000)
+    settle(qtbot, w.session)
+    assert w.session.refining is None and "model changed" in " ".join(w.session.messages)
+    assert "Alt+click" in w.refine.note.text()
+    target = w.session.pick(layer, 5)  # picked again: the new decoder's mask prompt
+    assert target is not None and target.uses_mask
+    assert target.logits.shape == w.workspace.adapter.prompt_decoder.mask_size
+    assert "mask prompt" in w.refine.note.text()
+    np.testing.assert_array_equal(np.asarray(layer.data), before)

@@ -111,6 +111,15 @@ class RefiningSession(ClickSession):
             self.changed()
             self.schedule()
 
+    def model_changed(self) -> None:
+        """Another model: a picked label's mask prompt was made for the old one; pick again."""
+        if self.refining is not None:
+            self._say(f"Stopped refining label {self.refining.label_id}: the model changed; "
+                      "pick the label again.")
+            self.refining = self.source = None
+            self.changed()
+        super().model_changed()
+
     def on_mouse(self, viewer, event):
         """Alt+click on a label of the active Labels layer picks it (a viewer mouse callback).
 
