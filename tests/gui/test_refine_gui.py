@@ -112,7 +112,7 @@ def test_the_id_field_picks_from_the_commit_to_layer(make_widget, qtbot):
 def test_a_model_change_stops_refining(make_widget, qtbot, tmp_path):
     from napari_sam3_onnx.testing.nso import build_nso
 
-    viewer, w, layer, before, _cell = _open(make_widget, qtbot)
+    _viewer, w, layer, before, _cell = _open(make_widget, qtbot)
     assert w.session.pick(layer, 5) is not None
     settle(qtbot, w.session)
     w.load_bundle(build_nso(tmp_path / "nso"))  # its mask prompt has another size
