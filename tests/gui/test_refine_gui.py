@@ -94,7 +94,7 @@ def test_alt_click_picks_a_label_and_a_click_restores_its_missing_half(make_widg
 
 
 def test_the_id_field_picks_from_the_commit_to_layer(make_widget, qtbot):
-    _viewer, w, layer, before, _cell = _open(make_widget, qtbot)
+    viewer, w, layer, before, _cell = _open(make_widget, qtbot)
     w.target.setCurrentIndex(w.target.findText("cellpose"))
     w.refine.label_id.setValue(2)
     qtbot.mouseClick(w.refine.go, Qt.MouseButton.LeftButton)
@@ -103,6 +103,13 @@ def test_the_id_field_picks_from_the_commit_to_layer(make_widget, qtbot):
     assert iou(w.session.layers.preview.data[1] > 0, _disc(*OTHER)) > 0.6
     qtbot.mouseClick(w.refine.halt, Qt.MouseButton.LeftButton)
     assert w.session.refining is None
+    assert w.refine.refine()  # again, then move to another plane: refining stops there
+    settle(qtbot, w.session)
+    viewer.dims.set_current_step(0, 2)
+    settle(qtbot, w.session)
+    assert w.session.refining is None and not w.session.layers.preview.data.any()
+    viewer.dims.set_current_step(0, 1)
+    settle(qtbot, w.session)
     w.refine.label_id.setValue(9)  # not on this plane: refused, said why
     qtbot.mouseClick(w.refine.go, Qt.MouseButton.LeftButton)
     assert w.session.refining is None and "no pixel on this plane" in w.status.text()

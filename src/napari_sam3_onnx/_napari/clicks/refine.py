@@ -153,7 +153,8 @@ class RefiningSession(ClickSession):
             self._say(str(exc))
             return
         if index != target.index or self.source not in self.viewer.layers:
-            self._say(f"Stopped refining label {target.label_id}: its plane or layer is gone.")
+            self._say(f"Stopped refining label {target.label_id}: its plane or layer is gone.",
+                      warn=False)
             self.stop()
             return
         if index != self._index:
@@ -165,6 +166,7 @@ class RefiningSession(ClickSession):
         encoding = click_flow.will_encode(encoder, job)
         if encoding:
             self._encoding += 1
+            self._cancelled = False  # waiting again
             self.busy(True, f"Encoding {layers.index_label(lay.image, index)} of "
                             f"'{lay.image.name}' (once per plane)...")
         self._running += 1
