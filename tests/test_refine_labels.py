@@ -8,7 +8,7 @@ import pytest
 from conftest import blob_image, disc
 from napari_sam3_onnx import api
 from napari_sam3_onnx.api.refine import NO_MASK_NOTE, mask_note, pick_label
-from napari_sam3_onnx.engine.label_prompt import label_box, mask_to_logits, replace_label
+from napari_sam3_onnx.engine.label_prompt import label_box, label_logits, replace_label
 from napari_sam3_onnx.models.errors import PromptError
 from napari_sam3_onnx.testing.nso import build_nso
 
@@ -29,10 +29,10 @@ def iou(a, b):
     return (a & b).sum() / max((a | b).sum(), 1)
 
 
-def test_mask_to_logits_is_plus_minus_ten_in_model_space():
+def test_label_logits_are_plus_minus_ten_in_model_space():
     mask = np.zeros((30, 60), bool)
     mask[:, :30] = True  # the left half of a wide plane
-    logits = mask_to_logits(mask, (40, 40), (20, 20))
+    logits = label_logits(mask, (40, 40), (20, 20))
     assert logits.shape == (20, 20) and logits.dtype == np.float32
     assert np.allclose(logits[:, :9], 10) and np.allclose(logits[:, 11:], -10)
     assert label_box(mask).tolist() == [-0.5, -0.5, 29.5, 29.5]

@@ -3,7 +3,7 @@
 A :class:`LabelTarget` is one label id on one plane, picked from any labels array. Its prompt
 (:func:`refine_prompt`) is the label's bounding box plus, where the bundle's prompt decoder takes
 a mask prompt, the label's mask as low-res logits
-(:func:`~napari_sam3_onnx.engine.label_prompt.mask_to_logits`); every further click refines the
+(:func:`~napari_sam3_onnx.engine.label_prompt.label_logits`); every further click refines the
 answer (SAM's refinement: the previous answer's logits are fed back while the clicks only grow).
 :func:`refine_label` answers on the whole plane; :func:`~napari_sam3_onnx.engine.label_prompt.
 replace_label` is the commit rule: exactly that id's pixels on that plane change. No Qt here.
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
-from ..engine.label_prompt import label_prompt, mask_to_logits, replace_label
+from ..engine.label_prompt import label_logits, label_prompt, replace_label
 from ..engine.slices import extract_plane
 from ..engine.store.embedding_store import fingerprint
 from ..models.base import Capability, SamAdapter
@@ -91,7 +91,7 @@ def pick_label(adapter: SamAdapter, plane: np.ndarray, label_id: int,
                           "has it or pick another label.")
     logits = None
     if not mask_note(adapter):
-        logits = mask_to_logits(mask, adapter.input_size, adapter.prompt_decoder.mask_size)
+        logits = label_logits(mask, adapter.input_size, adapter.mask_size)
     return LabelTarget(label_id, tuple(int(i) for i in index), mask, logits)
 
 

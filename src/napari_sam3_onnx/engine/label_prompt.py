@@ -3,11 +3,11 @@
 A label a microscopist already has (Cellpose, StarDist, an automatic run, a manual annotation)
 is refined by prompting SAM with it: its bounding box (two corner points, labels 2 and 3) and,
 where the decoder takes one, its mask as the low-resolution mask prompt. The mask is turned into
-logits the way SAM 2 / SAM 3's video predictor turns a mask given by the user into its output
-logits (``add_new_mask`` then ``_use_mask_as_output``): resized to the model input (bilinear,
-antialiased) and thresholded at 0.5, mapped to ``20 * m - 10`` (+10 inside, -10 outside) and
-resized again to the decoder's mask size (bilinear, antialiased; 288 x 288 for SAM 3). Those
-logits are what SAM 3 feeds back as the mask prompt when the user then clicks on that frame.
+logits the way SAM 3's video predictor turns a mask given by the user into its output logits
+(``add_new_mask`` then ``_use_mask_as_output``), by the same
+:func:`~napari_sam3_onnx.engine.decode.mask_to_logits` a propagation's mask seed uses: +10
+inside, -10 outside, on the decoder's mask grid (288 x 288 for SAM 3). Those logits are what
+SAM 3 feeds back as the mask prompt when the user then clicks on that frame.
 
 Coordinates: masks are ``(rows, cols)`` on the slice; the model input stretches the slice to a
 square (:mod:`~napari_sam3_onnx.engine.coords`), so resizing the mask to ``input_size`` and then
@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from napari_sam3_onnx.engine.decode import mask_to_logits
 from napari_sam3_onnx.engine.interactive import Prompt
 from napari_sam3_onnx.models.errors import PromptError
-from napari_sam3_onnx.models.imageops import resize_bilinear
-
-#: SAM 2 / SAM 3's affine map of a binary mask to logits (``_use_mask_as_output``).
-MASK_SCALE, MASK_BIAS = 20.0, -10.0
 
 
 def label_box(mask: np.ndarray) -> np.ndarray | None:
@@ -38,34 +35,21 @@ def label_box(mask: np.ndarray) -> np.ndarray | None:
     return np.array([rows.min() - 0.5, cols.min() - 0.5, rows.max() + 0.5, cols.max() + 0.5])
 
 
-def mask_to_logits(mask: np.ndarray, input_size: tuple[int, int],
-                   mask_size: tuple[int, int]) -> np.ndarray:
-    """A ``(rows, cols)`` bool mask as ``mask_size`` float32 low-res logits (module docstring).
+def label_logits(mask: np.ndarray, input_size: tuple[int, int],
+                 mask_size: tuple[int, int]) -> np.ndarray:
+    """A label's ``(rows, cols)`` bool mask as ``mask_size`` float32 mask-prompt logits.
 
-    Parameters
-    ----------
-    mask : numpy.ndarray
-        ``(rows, cols)`` bool on the slice.
-    input_size : tuple[int, int]
-        ``(height, width)`` of the model input (the slice is stretched to it).
-    mask_size : tuple[int, int]
-        ``(height, width)`` of the decoder's mask prompt.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``mask_size`` float32, about +10 inside the mask and -10 outside.
+    :func:`~napari_sam3_onnx.engine.decode.mask_to_logits` (the conversion a propagation's mask
+    seed uses too): about +10 inside the label, -10 outside, on the decoder's low-res grid.
     """
-    big = resize_bilinear(np.asarray(mask, np.float32), input_size, antialias=True) >= 0.5
-    high = big.astype(np.float32) * MASK_SCALE + MASK_BIAS
-    return resize_bilinear(high, mask_size, antialias=True).astype(np.float32)
+    return mask_to_logits(mask, input_size, mask_size)[0]
 
 
 def label_prompt(mask: np.ndarray, points_rc=None, labels=None, *,
                  logits: np.ndarray | None = None) -> Prompt:
     """The prompt refining one label: its box, clicks (``(N, 2)`` ``(row, col)``), mask logits.
 
-    ``logits`` (from :func:`mask_to_logits`, or the previous answer's feedback logits) is the
+    ``logits`` (from :func:`label_logits`, or the previous answer's feedback logits) is the
     mask prompt; None where the decoder takes none (box and clicks alone).
 
     Raises
