@@ -38,10 +38,17 @@ def _automatic(host: DockHost) -> QWidget:
     return AutoPanel(host)
 
 
+def _like_these(host: DockHost) -> QWidget:
+    from napari_sam3_onnx._napari.exemplars_panel import ExemplarPanel
+
+    return ExemplarPanel(host)
+
+
 def extra_panels() -> list[tuple[str, PanelFactory]]:
     """The workflow tabs, in order."""
     return [
         ("Text", _text),
         ("Propagate", _propagate),
         ("Automatic", _automatic),
+        ("Like these", _like_these),
     ]

@@ -27,7 +27,7 @@ from qtpy.QtWidgets import (
 )
 
 from napari_sam3_onnx._napari.clicks.fov import make_fov_control
-from napari_sam3_onnx._napari.clicks.session import ClickSession
+from napari_sam3_onnx._napari.clicks.refine import RefineControl, RefiningSession
 from napari_sam3_onnx._napari.compact import compact_combo
 from napari_sam3_onnx._napari.encode_status import EncodeStatus
 from napari_sam3_onnx._napari.layers import (
@@ -65,7 +65,7 @@ class ClicksWidget(QWidget):
         self.viewer = napari_viewer
         self._updating = False
         self.workspace = Workspace()  # the model, encoder and caches every tab shares
-        self.session = ClickSession(napari_viewer, self.workspace, notify=self.notify,
+        self.session = RefiningSession(napari_viewer, self.workspace, notify=self.notify,
                                     busy=self._busy, inform=self.inform)
         self._layer_names: dict = {}  # unique_id -> name, kept on the Qt thread for workers
         self.model = ModelPanel(self._model_changed, self._set_budget, self.notify,
@@ -117,7 +117,8 @@ class ClicksWidget(QWidget):
         clicks = QVBoxLayout(clicks_tab)
         clicks.addWidget(box)
         clicks.addWidget(help_text)
-        for w in (self.overwrite, self.prefetch, self.fov):
+        self.refine = RefineControl(self.session, lambda: self.target.currentData())
+        for w in (self.refine, self.overwrite, self.prefetch, self.fov):
             clicks.addWidget(w)
         clicks.addLayout(buttons)
         clicks.addStretch(1)

@@ -45,9 +45,12 @@ from .automatic import AutoSegmentation, AutoStep, iter_segment_all, segment_all
 from .bundles import Bundle, open_bundle
 from .clicks import segment_object
 from .evaluate import EvaluationReport, evaluate
+from .exemplars import ExemplarSearch, search_like
 from .io import InputError, image_names, parse_slices, planes_view, read_image
 from .jobs import StackJob, claim_names
 from .propagate import PropagationStep, Seed, iter_propagate, propagate
+from .refine import refine
+from .repropagate import repropagate
 from .search import SearchStep, iter_search
 from .text import TextResult, iter_search_text, search_text, table_columns
 from .validate import check_box, check_points, check_window
@@ -55,11 +58,12 @@ from .workspace import Workspace
 
 __all__ = [
     "AutoMaskSettings", "AutoSegmentation", "AutoStep", "Bundle", "EmbeddingStore",
-    "EvaluationReport", "InputError", "PrecomputeReport", "Prompt", "PropagationStep",
-    "SearchStep", "Seed", "StackJob", "StoreCheck", "TextResult", "TileSettings", "Workspace",
-    "encode_stack", "evaluate", "iter_propagate", "iter_search", "iter_search_text",
-    "iter_segment_all", "make_jobs", "open_bundle", "parse_slices", "precompute", "propagate",
-    "read_image", "search_text", "segment", "segment_all", "table_columns", "verify_store",
+    "EvaluationReport", "ExemplarSearch", "InputError", "PrecomputeReport", "Prompt",
+    "PropagationStep", "SearchStep", "Seed", "StackJob", "StoreCheck", "TextResult",
+    "TileSettings", "Workspace", "encode_stack", "evaluate", "iter_propagate", "iter_search",
+    "iter_search_text", "iter_segment_all", "make_jobs", "open_bundle", "parse_slices",
+    "precompute", "propagate", "read_image", "refine", "repropagate", "search_like",
+    "search_text", "segment", "segment_all", "table_columns", "verify_store",
 ]
 
 StoreLike = EmbeddingStore | Path | str

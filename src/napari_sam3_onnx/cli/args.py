@@ -176,8 +176,9 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
         "'nucleus, cell' --out labels.tif --table instances.csv --store emb.zarr")
     p.add_argument("bundle", help="bundle id or folder (needs the 'text' capability)")
     p.add_argument("input", type=Path, help="one TIFF, .npy or zarr/OME-Zarr image")
-    p.add_argument("--concepts", required=True,
-                   help="comma-separated phrases, e.g. 'nucleus, cell'")
+    p.add_argument("--concepts",
+                   help="comma-separated phrases, e.g. 'nucleus, cell' (required unless "
+                   "--exemplars-from is given)")
     p.add_argument("--out", type=Path, required=True, help=OUT_HELP)
     p.add_argument("--table", type=Path, help="CSV file with one row per instance")
     p.add_argument("--overwrite", action="store_true",
@@ -190,6 +191,20 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
     p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
     p.add_argument("--link-iou", type=link_iou, metavar="IOU", help="one id per object through z: "
                    "link instances of consecutive slices above this IoU (e.g. 0.3)")
+    p.add_argument("--exemplars-from", type=Path, metavar="LABELS",
+                   help="labels shaped like the input: their ids become SAM 3 exemplar boxes "
+                   "on the planes they lie on, and only those planes are searched (with "
+                   "--through-stack, what is found is carried through z)")
+    p.add_argument("--exemplar-ids", type=whole(1, "--exemplar-ids"), nargs="+", metavar="ID",
+                   help="with --exemplars-from: the positive ids (default: every id)")
+    p.add_argument("--negative-ids", type=whole(1, "--negative-ids"), nargs="+", metavar="ID",
+                   default=[], help="with --exemplars-from: ids that are negative exemplars")
+    p.add_argument("--others-negative", action="store_true",
+                   help="with --exemplars-from: every other id on an exemplar's plane is a "
+                   "negative exemplar")
+    p.add_argument("--through-stack", action="store_true",
+                   help="with --exemplars-from: carry the instances found through z with the "
+                   "memory tracker and link them across exemplar planes (one id per object)")
     _tile_arg(p)
     _image_args(p)
     _series_arg(p)
@@ -213,6 +228,12 @@ def add_parsers(sub: argparse._SubParsersAction, commands: dict) -> None:
                    help="stop an object after N slices without it (default 2)")
     p.add_argument("--fixed", type=whole(0, "--fixed"), nargs="+", metavar="I",
                    help="for 4-D data: index of the other leading axis (e.g. the time point)")
+    p.add_argument("--repropagate", action="store_true",
+                   help="re-propagate labels already there: carry the ids of --seed-labels (a "
+                   "stack shaped like the input) from --seed-slice; --out is those labels with "
+                   "only these ids replaced, on the slices the run reaches")
+    p.add_argument("--ids", type=whole(1, "--ids"), nargs="+", metavar="ID",
+                   help="with --repropagate: the label ids to carry (default: all on the slice)")
     p.add_argument("--table", type=Path, help="CSV of object areas per slice")
     p.add_argument("--overwrite", action="store_true",
                    help="replace --out/--table if they exist (never the input, seeds or store)")

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import api
-from ..api.io import InputError, expand_inputs, image_names, parse_slices
+from ..api.io import InputError, expand_inputs, image_names, parse_slices, planes_view
 from ..api.jobs import StackJob, claim_names
 from ..api.metadata import KNOWN_AXES, image_axes, pixel_size
 from ..api.text import table_rows
@@ -218,8 +218,59 @@ def write_labels_run(run: LabelsRun, args: argparse.Namespace, results: Iterator
         run.record.done("--table", args.table)
 
 
+def _cmd_text_exemplars(args: argparse.Namespace) -> int:
+    """--exemplars-from: SAM 3's exemplar search from labels (:func:`api.search_like`)."""
+    path = _one_input(args, "text")
+    _outputs(args, path, [("exemplar labels", args.exemplars_from)])
+    if args.store is not None:
+        check_store(args.store, [("input image", path), ("exemplar labels", args.exemplars_from)])
+    if args.rgb or args.slices or args.tile:
+        raise InputError("--exemplars-from takes one gray image or 3-D stack: leave out --rgb, "
+                         "--slices and --tile.")
+    job = _job(args, path, image_names([path])[0])
+    view = job.view()
+    labels = np.asarray(planes_view(api.read_image(args.exemplars_from), args.axis))
+    phrases = parse_concepts(args.concepts) if args.concepts else []
+    bundle = _bundle(args)
+    bundle.adapter.require(Capability.EXEMPLARS)
+    if phrases:
+        bundle.texts  # noqa: B018 - the tokenizer is read now, before anything is written
+    record = _record(args, args.store)
+    store = _counted_store(bundle, record, args.store)
+    bar = Bar("search", quiet=args.quiet)
+    try:
+        res = api.search_like(
+            bundle, view, labels, args.exemplar_ids, args.negative_ids,
+            others_negative=args.others_negative, concepts=phrases,
+            through_stack=args.through_stack, window=job.window, floor=args.floor,
+            min_area=args.min_area, link_iou=0.5 if args.link_iou is None else args.link_iou,
+            store=store, image=job.image, progress=bar.update)
+    finally:
+        bar.close()
+    stack = res.labels if res.labels.ndim == 3 else res.labels[None]
+    write_labels(args.out, res.labels.shape, iter(stack), replace=args.overwrite,
+                 **_labels_metadata(args, path, view.ndim))
+    record.done("--out", args.out)
+    if args.table is not None:
+        rows = [{"label": oid, "index_0": z, "area_px": int(area)}
+                for z in range(stack.shape[0])
+                for oid, area in zip(*np.unique(stack[z], return_counts=True), strict=True)
+                if oid != 0]
+        write_table(args.table, ["label", "index_0", "area_px"], rows, replace=args.overwrite)
+        record.done("--table", args.table)
+    how = f", carried through z ({res.method})" if res.method else ""
+    print(f"{res.objects} object(s) like the exemplars on plane(s) "
+          f"{', '.join(map(str, res.planes))}{how} -> {args.out}"
+          + "".join(f"\nNote: {n}" for n in res.notes))
+    return 0
+
+
 def cmd_text(args: argparse.Namespace) -> int:
     """Find every instance of the concepts; labels to --out, instances to --table."""
+    if args.exemplars_from is not None:
+        return _cmd_text_exemplars(args)
+    if not args.concepts:
+        raise InputError("Give --concepts (e.g. 'nucleus, cell') or --exemplars-from LABELS.")
     phrases = parse_concepts(args.concepts)
     # the tokenizer is read now: a missing one fails before anything is encoded or created
     run = open_labels_run(args, "text", Capability.TEXT, check=lambda bundle: bundle.texts)
@@ -257,6 +308,52 @@ def _index_range(text: str | None, n: int) -> tuple[int, int] | None:
     return start, stop
 
 
+def _write_propagated(args: argparse.Namespace, labels: np.ndarray, meta: dict,
+                      record: RunRecord) -> None:
+    """--out (and --table: object areas per slice) of a propagation."""
+    write_labels(args.out, labels.shape, iter(labels), replace=args.overwrite, **meta)
+    record.done("--out", args.out)
+    if args.table is not None:
+        rows = [{"label": oid, "index_0": z, "area_px": int(area)}
+                for z in range(labels.shape[0])
+                for oid, area in zip(*np.unique(labels[z], return_counts=True), strict=True)
+                if oid != 0]
+        write_table(args.table, ["label", "index_0", "area_px"], rows, replace=args.overwrite)
+        record.done("--table", args.table)
+
+
+def _cmd_repropagate(args: argparse.Namespace, path: Path) -> int:
+    """--repropagate: ids of --seed-labels carried from --seed-slice; only they change."""
+    if args.seed_labels is None or args.seed_slice is None:
+        raise InputError("--repropagate needs --seed-labels (a labels stack shaped like the "
+                         "input) and --seed-slice Z (the slice the ids are carried from).")
+    if args.click or args.negative or args.box or args.fixed:
+        raise InputError("--repropagate takes its seeds from --seed-labels on one 3-D stack: "
+                         "leave out --click, --negative, --box and --fixed.")
+    name = image_names([path])[0]
+    job = StackJob(path, name, args.axis, args.rgb, _window(args), series=args.series)
+    view = job.view()
+    labels = planes_view(api.read_image(args.seed_labels), args.axis)
+    index_range = _index_range(args.range, int(view.shape[0]))
+    bundle = _bundle(args)
+    record = _record(args, args.store)
+    store = _counted_store(bundle, record, args.store)
+    bar = Bar("propagate", quiet=args.quiet)
+    try:
+        out, result = api.repropagate(
+            bundle, view, labels, args.seed_slice, args.ids, direction=args.direction,
+            index_range=index_range, stop_after_absent=args.stop_after, rgb=args.rgb,
+            window=job.window, store=store, image=name, progress=bar.update)
+    finally:
+        bar.close()
+    _write_propagated(args, out.astype(np.int32), _labels_metadata(args, path, view.ndim),
+                      record)
+    ids = ", ".join(map(str, sorted(result.objects)))
+    print(f"{result.method} re-propagation of label(s) {ids} from slice {args.seed_slice} -> "
+          f"{args.out} (only these ids changed, on the slices reached).")
+    return 0
+
+
 def cmd_propagate(args: argparse.Namespace) -> int:
     """Carry seeded objects through the stack; labels to --out."""
     path = _one_input(args, "propagate")
@@ -264,6 +361,8 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     if args.store is not None:
         check_store(args.store, [("input image", path), ("seed labels", args.seed_labels),
                                  *bundle_paths(args.bundle)])
+    if args.repropagate:
+        return _cmd_repropagate(args, path)
     name = image_names([path])[0]
     job = StackJob(path, name, args.axis, args.rgb, _window(args), series=args.series)
     view = job.view()
@@ -289,15 +388,7 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     meta = _labels_metadata(args, path, view.ndim)
     if len(meta.get("axes", "")) != labels.ndim:
         meta.pop("axes", None)  # 4-D input propagated at one fixed index: 3-D labels
-    write_labels(args.out, labels.shape, iter(labels), replace=args.overwrite, **meta)
-    record.done("--out", args.out)
-    if args.table is not None:
-        rows = [{"label": oid, "index_0": z, "area_px": int(area)}
-                for z in range(labels.shape[0])
-                for oid, area in zip(*np.unique(labels[z], return_counts=True), strict=True)
-                if oid != 0]
-        write_table(args.table, ["label", "index_0", "area_px"], rows, replace=args.overwrite)
-        record.done("--table", args.table)
+    _write_propagated(args, labels, meta, record)
     stops = "; ".join(f"object {oid}: " + ", ".join(f"{d} stopped at {s.index} ({s.reason})"
                                                       for d, s in t.stops.items())
                       for oid, t in result.objects.items())

@@ -23,9 +23,12 @@ from napari_sam3_onnx.engine.postprocess import (
     select_candidate,
 )
 from napari_sam3_onnx.models.base import MaskCandidates, SamAdapter
+from napari_sam3_onnx.models.imageops import resize_bilinear
 
 #: SAM's logit for "object absent" (occlusion gating).
 NO_OBJ_SCORE = -1024.0
+#: SAM 2 / SAM 3's affine map of a binary mask to logits (``_use_mask_as_output``).
+MASK_SCALE, MASK_BIAS = 20.0, -10.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,26 @@ def mask_input_for(adapter: SamAdapter, logits: np.ndarray | None) -> np.ndarray
     if logits is None or not adapter.prompt_decoder.accepts_mask_input:
         return None
     return np.clip(logits, -MASK_INPUT_CLAMP, MASK_INPUT_CLAMP).astype(np.float32)
+
+
+def mask_to_logits(mask: np.ndarray, input_size: tuple[int, int],
+                   mask_size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """A user's binary mask as SAM's logits (SAM 3's ``add_new_mask`` / ``_use_mask_as_output``).
+
+    The ``(rows, cols)`` mask is resized to the model input (bilinear, antialiased) and kept
+    binary (``>= 0.5``), mapped to ``20 m - 10`` and downsampled (antialiased) to the mask size.
+    A propagation's mask seed and a refined label's mask prompt are both made here.
+
+    Returns
+    -------
+    low : numpy.ndarray
+        ``mask_size`` float32 low-res logits, about +10 inside and -10 outside.
+    high : numpy.ndarray
+        ``input_size`` float32 logits at the model input (what the memory encoder takes).
+    """
+    big = resize_bilinear(np.asarray(mask, np.float32), input_size) >= 0.5
+    high = big.astype(np.float32) * MASK_SCALE + MASK_BIAS
+    return resize_bilinear(high, mask_size, antialias=True).astype(np.float32), high
 
 
 def decode_step(cands: MaskCandidates, n_points: int, hole_area: int | None) -> Decoded:

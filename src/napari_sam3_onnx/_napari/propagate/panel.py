@@ -75,6 +75,10 @@ class PropagationPanel(QWidget):
         self.from_preview = QRadioButton("Previewed object(s) on this slice")
         self.from_preview.setChecked(True)
         self.from_ids = QRadioButton("Label ids on this slice:")
+        self.from_ids.setToolTip(
+            "Ids of the 'Commit to' layer (any Labels layer of the image's shape). On each slice "
+            "the run reaches, an id's old pixels give way to its propagated ones; slices it does "
+            "not reach (behind the seed when walking one way) keep theirs.")
         self.from_all = QRadioButton("All labels on this slice")
         self.ids = QLineEdit()
         self.ids.setPlaceholderText("ids: 3, 7")
@@ -210,6 +214,9 @@ class PropagationPanel(QWidget):
                 ids = parse_ids(self.ids.text()) if self.from_ids.isChecked() else None
                 plane = spec.target.data[self._index()]
                 spec.seeds = label_seeds(plane, self._k(), ids)
+                # Re-propagating labels that are there: each slice the run reaches gets the
+                # id's new pixels in place of its old ones; other slices keep theirs.
+                spec.replace = frozenset(spec.seeds)
         except Sam3OnnxError as exc:
             self._warn(str(exc))
             return False

@@ -47,10 +47,13 @@ class RunSpec:
     overwrite : bool
         Write over other objects' pixels.
     replace : frozenset of int
-        Objects whose earlier pixels this run replaces (a re-propagation from corrections).
+        Objects whose earlier pixels this run replaces (a re-propagation from corrections, or
+        of label ids already in the target).
     previous : dict[int, set[int]]
         For ``replace`` objects: the slices the earlier run wrote them on (cleared where this
         run, if it completes, no longer reaches).
+    correction : bool
+        A re-run of the last run's objects from corrections (it updates that run's record).
     """
 
     image: Image
@@ -64,6 +67,7 @@ class RunSpec:
     overwrite: bool = False
     replace: frozenset[int] = frozenset()
     previous: dict[int, set[int]] = field(default_factory=dict)
+    correction: bool = False
 
 
 class LastRun:
@@ -83,7 +87,7 @@ class LastRun:
 
     def remember(self, spec: RunSpec, slices: Mapping[int, set[int]], complete: bool) -> None:
         """Record a finished run (``complete``: not cancelled, no error)."""
-        if spec.replace and self.spec is not None:  # a re-run: update the corrected objects
+        if spec.correction and self.spec is not None:  # update the corrected objects
             self.spec.seeds.update(spec.seeds)
             for oid in spec.replace:
                 old = set() if complete else self.slices.get(oid, set())
@@ -108,7 +112,7 @@ class LastRun:
                              "run (and the same position on other axes).")
         seeds = merge_seeds(last.seeds, {o: Seed(k, prompt=p) for o, p in fixes.items()})
         return replace(last, seeds=seeds, overwrite=now.overwrite, replace=frozenset(seeds),
-                       previous={o: set(self.slices.get(o, ())) for o in seeds})
+                       previous={o: set(self.slices.get(o, ())) for o in seeds}, correction=True)
 
     def forget(self, layer) -> None:
         """Drop the record if ``layer`` (removed from the viewer) was its image or target."""

@@ -21,19 +21,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import ndimage
 
-from napari_sam3_onnx.engine.decode import NO_OBJ_SCORE, Decoded, decode_step
+from napari_sam3_onnx.engine.decode import NO_OBJ_SCORE, Decoded, decode_step, mask_to_logits
 from napari_sam3_onnx.engine.interactive import Prompt, prepare_prompt
 from napari_sam3_onnx.engine.interactive import decode_prompt as _decode
 from napari_sam3_onnx.engine.postprocess import logits_to_mask
 from napari_sam3_onnx.engine.tracking.memory_select import Selection
 from napari_sam3_onnx.models.base import Embedding, MaskCandidates, SamAdapter
 from napari_sam3_onnx.models.errors import PromptError
-from napari_sam3_onnx.models.imageops import resize_bilinear
 
 __all__ = ["NO_OBJ_SCORE", "SliceOutput", "decode_mask_seed", "decode_prompt", "mask_prompt",
            "track_with_memory"]
-#: Logits SAM 3 gives a mask prompt used as output (``mask * 20 - 10``).
-MASK_SCALE, MASK_BIAS = 20.0, -10.0
 #: Margin added around a carried-over box, as a fraction of its size (at least 2 px), so an
 #: object that moves a little between slices stays inside it.
 BOX_MARGIN = 0.1
@@ -130,9 +127,7 @@ def decode_mask_seed(
     mask = np.asarray(mask, bool)
     if mask.shape != tuple(shape):
         raise PromptError(f"The seed mask has shape {mask.shape} but the slice is {shape}.")
-    high = resize_bilinear(mask.astype(np.float32), embedding.input_size) >= 0.5
-    logits_hr = high.astype(np.float32) * MASK_SCALE + MASK_BIAS
-    low = resize_bilinear(logits_hr, adapter.mask_size, antialias=True)
+    low, logits_hr = mask_to_logits(mask, embedding.input_size, adapter.mask_size)
     present = bool(mask.any())
     pointer = None
     if need_pointer and present:
