@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import colorsys
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -154,7 +154,8 @@ def _ome_attrs(version: str, body: dict) -> dict:
 
 def _write_group(folder: Path, shape: tuple[int, ...], planes: Iterable[np.ndarray],
                  zarr_format: int, version: str, multiscale: dict,
-                 colours: Callable[[int], Sequence[int]], source: str | None) -> None:
+                 colours: Callable[[int], Sequence[int]], source: str | None,
+                 attributes: Mapping[str, object] | None = None) -> None:
     import zarr
 
     rows, cols = shape[-2:]
@@ -199,7 +200,8 @@ def _write_group(folder: Path, shape: tuple[int, ...], planes: Iterable[np.ndarr
         label["source"] = {"image": source}
     if version == "0.4":
         ms, label = {"version": version, **ms}, {"version": version, **label}
-    root.attrs.update(_ome_attrs(version, {"multiscales": [ms], "image-label": label}))
+    root.attrs.update({**(attributes or {}),
+                       **_ome_attrs(version, {"multiscales": [ms], "image-label": label})})
 
 
 def image_transform(image: Path, shape: Sequence[int]) -> dict | None:
@@ -261,7 +263,8 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
                       translation: Sequence[float] | None = None,
                       units: Sequence[str | None] | None = None, axes: str | None = None,
                       colours: Callable[[int], Sequence[int]] | None = None,
-                      like: Path | None = None) -> Path:
+                      like: Path | None = None,
+                      attributes: Mapping[str, object] | None = None) -> Path:
     """Write int32 label planes as an NGFF labels image (see the module notes).
 
     Parameters
@@ -288,6 +291,9 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
         has ``shape`` (:func:`image_transform`), its scale, translation, units and axes are
         used instead of the ones given. Labels written into an image are always checked
         against that image this way.
+    attributes : mapping, optional
+        More attributes of the labels group (JSON values), written before it is renamed into
+        place (the provenance record, :mod:`napari_sam3_onnx.api.provenance`).
 
     Returns
     -------
@@ -316,12 +322,14 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
     colours = colours or label_colour
     if image is None:
         with atomic_output(path, directory=True) as tmp:
-            _write_group(tmp, shape, planes, 2, "0.4", multiscale, colours, None)
+            _write_group(tmp, shape, planes, 2, "0.4", multiscale, colours, None,
+                         attributes)
         return path
     zarr_format, version = _image_format(image)
     if not (image / "labels").exists():
         _register(image, None, zarr_format, version)  # the folder the sibling goes in
     with atomic_output(path, directory=True) as tmp:
-        _write_group(tmp, shape, planes, zarr_format, version, multiscale, colours, "../../")
+        _write_group(tmp, shape, planes, zarr_format, version, multiscale, colours, "../../",
+                     attributes)
     _register(image, path.name, zarr_format, version)
     return path

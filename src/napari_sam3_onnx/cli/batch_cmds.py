@@ -14,6 +14,7 @@ from .. import api
 from ..api.io import InputError, expand_inputs, image_names, parse_slices
 from ..api.jobs import StackJob
 from ..api.metadata import KNOWN_AXES, image_axes, pixel_size
+from ..api.provenance import seeds_to_json
 from ..api.text import table_rows
 from ..api.validate import check_seeds, check_window
 from ..engine.concepts.search import parse_concepts
@@ -23,6 +24,7 @@ from . import args as _args
 from .guard import check_outputs, check_store
 from .output import check_labels_path, write_labels, write_table
 from .progress import Bar
+from .replay_cmd import record_for
 from .seeds import build_seeds
 from .signals import RunRecord
 
@@ -200,12 +202,12 @@ def open_labels_run(args: argparse.Namespace, command: str, need: Capability,
 
 
 def write_labels_run(run: LabelsRun, args: argparse.Namespace, results: Iterator, bar: Bar,
-                     columns: list[str], rows: list[dict]) -> None:
+                     columns: list[str], rows: list[dict], provenance=None) -> None:
     """Stream ``results`` (``(index, result)`` pairs) into --out, then ``rows`` into --table."""
     shape = run.view.shape[:-1] if run.job.rgb else run.view.shape
     try:
         write_labels(args.out, shape, _stream(shape, results, run.n_lead),
-                     **_labels_metadata(args, run.path, run.view.ndim))
+                     provenance=provenance, **_labels_metadata(args, run.path, run.view.ndim))
     finally:
         bar.close()
     run.record.done("--out", args.out)
@@ -222,6 +224,8 @@ def cmd_text(args: argparse.Namespace) -> int:
     rows: list[dict] = []
     bar = Bar("search", quiet=args.quiet)
     job = run.job
+    record = record_for(args, "text", run.bundle, run.path, {"concepts": phrases},
+                        job.indices(run.view))
 
     def results():
         for index, res in api.iter_search_text(
@@ -233,7 +237,8 @@ def cmd_text(args: argparse.Namespace) -> int:
             rows.extend(table_rows(res))
             yield index, res
 
-    write_labels_run(run, args, iter(results()), bar, api.table_columns(run.n_lead), rows)
+    write_labels_run(run, args, iter(results()), bar, api.table_columns(run.n_lead), rows,
+                     record)
     concepts = ", ".join(phrases)
     print(f"{len(rows)} instance(s) of {concepts!r} on {len(job.indices(run.view))} slice(s) -> "
           f"{args.out}" + (f", table {args.table}" if args.table else ""))
@@ -262,7 +267,7 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     name = image_names([path])[0]
     job = StackJob(path, name, args.axis, args.rgb, _window(args))
     view = job.view()
-    seeds = build_seeds(args, view)
+    seeds = getattr(args, "seeds", None) or build_seeds(args, view)  # replay gives them
     index_range = _index_range(args.range, int(view.shape[0]))
     plane = view.shape[1:3] if view.ndim >= 3 else view.shape
     try:
@@ -270,6 +275,8 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     except PromptError as exc:
         raise PromptError(f"{exc} (--range {args.range})" if index_range else str(exc)) from None
     bundle = _bundle(args)
+    provenance = record_for(args, "propagate", bundle, path,
+                            {"seeds": seeds_to_json(seeds)})
     record = _record(args, args.store)
     store = _counted_store(bundle, record, args.store)
     bar = Bar("propagate", quiet=args.quiet)
@@ -283,7 +290,7 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     meta = _labels_metadata(args, path, view.ndim)
     if len(meta.get("axes", "")) != labels.ndim:
         meta.pop("axes", None)  # 4-D input propagated at one fixed index: 3-D labels
-    write_labels(args.out, labels.shape, iter(labels), **meta)
+    write_labels(args.out, labels.shape, iter(labels), provenance=provenance, **meta)
     record.done("--out", args.out)
     if args.table is not None:
         rows = [{"label": oid, "index_0": z, "area_px": int(area)}

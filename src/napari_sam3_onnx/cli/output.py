@@ -10,7 +10,8 @@ import numpy as np
 
 from ..api.io import InputError
 from ..api.ngff import is_ngff_output, write_ngff_labels
-from .atomic import atomic_output
+from ..api.provenance import ATTR, Provenance, sidecar
+from .atomic import atomic_output, new_sibling, remove_ours, replace_into
 
 LABEL_SUFFIXES = (".tif", ".tiff", ".npy", ".zarr")
 
@@ -56,7 +57,7 @@ def _tiles(planes: Iterable[np.ndarray], shape: tuple[int, ...]) -> Iterator[np.
 
 
 def tiff_metadata(ndim: int, pixel_size: tuple[float, float] | None,
-                  axes: str | None = None) -> dict:
+                  axes: str | None = None, description: str | None = None) -> dict:
     """Keywords for tifffile.imwrite: an OME-TIFF with ``axes`` and, if known, the pixel size.
 
     Parameters
@@ -67,8 +68,12 @@ def tiff_metadata(ndim: int, pixel_size: tuple[float, float] | None,
         ``(row, col)`` pixel size in micrometres.
     axes : str, optional
         OME axis letters (default :data:`DEFAULT_AXES`).
+    description : str, optional
+        The OME image's ``Description`` (the provenance record, :mod:`..api.provenance`).
     """
     meta: dict = {"axes": axes or DEFAULT_AXES.get(ndim, "Q" * (ndim - 2) + "YX")}
+    if description is not None:
+        meta["Description"] = description
     kwargs: dict = {"ome": True, "photometric": "minisblack"}
     if pixel_size is not None:
         dy, dx = (float(v) for v in pixel_size)
@@ -95,7 +100,7 @@ def ngff_metadata(ndim: int, pixel_size: tuple[float, float] | None,
 
 def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
                  pixel_size: tuple[float, float] | None = None, axes: str | None = None,
-                 like: Path | None = None) -> Path:
+                 like: Path | None = None, provenance: Provenance | None = None) -> Path:
     """Write int32 label planes (C order over the leading axes) to a new file, then rename.
 
     Parameters
@@ -117,26 +122,44 @@ def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
     like : Path, optional
         The OME-Zarr input image when the labels have its axes in its order: OME-Zarr labels
         then take its scale on every axis (see :func:`~..api.ngff.write_ngff_labels`).
+    provenance : Provenance, optional
+        What made the labels, written inside the output (a TIFF's OME description, the zarr
+        attributes) or, for ``.npy``, to its sidecar, renamed right after the labels.
     """
     shape = tuple(int(s) for s in shape)
+    record = None if provenance is None else provenance.to_dict()
     if is_ngff_output(path):
         return write_ngff_labels(path, shape, planes, like=like,
+                                 attributes=None if record is None else {ATTR: record},
                                  **ngff_metadata(len(shape), pixel_size, axes))
     name = path.name.lower()
-    with atomic_output(path, directory=name.endswith(".zarr")) as tmp:
-        _write(tmp, name, shape, planes, pixel_size, axes)
+    side = None
+    if provenance is not None and name.endswith(".npy"):
+        side = new_sibling(sidecar(path))
+    try:
+        with atomic_output(path, directory=name.endswith(".zarr")) as tmp:
+            _write(tmp, name, shape, planes, pixel_size, axes, provenance)
+            if side is not None and provenance is not None:
+                side.write_text(provenance.to_json(), encoding="utf-8")
+        if side is not None:
+            replace_into(side, sidecar(path))
+    finally:
+        if side is not None:
+            remove_ours(side)
     return path
 
 
 def _write(tmp: Path, name: str, shape: tuple[int, ...], planes: Iterable[np.ndarray],
-           pixel_size: tuple[float, float] | None, axes: str | None) -> None:
+           pixel_size: tuple[float, float] | None, axes: str | None,
+           provenance: Provenance | None = None) -> None:
     lead = list(np.ndindex(*shape[:-2]))
     if name.endswith((".tif", ".tiff")):
         import tifffile
 
+        text = None if provenance is None else provenance.to_json()
         tifffile.imwrite(tmp, _tiles(planes, shape), shape=shape, dtype=np.int32,
                          compression="zlib", tile=(TIFF_TILE, TIFF_TILE),
-                         **tiff_metadata(len(shape), pixel_size, axes))
+                         **tiff_metadata(len(shape), pixel_size, axes, text))
     elif name.endswith(".npy"):
         out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int32, shape=shape)
         for index, plane in zip(lead, planes, strict=True):
@@ -150,6 +173,8 @@ def _write(tmp: Path, name: str, shape: tuple[int, ...], planes: Iterable[np.nda
                                   chunks=(*([1] * (len(shape) - 2)), *shape[-2:]))
         for index, plane in zip(lead, planes, strict=True):
             array[index] = plane
+        if provenance is not None:
+            array.attrs[ATTR] = provenance.to_dict()
 
 
 def write_table(path: Path, columns: Sequence[str], rows: Iterable[dict]) -> Path:
