@@ -179,6 +179,35 @@ def test_segment_all_replays_exactly_and_reports_iou_with_another_bundle(toy, bl
     assert read_provenance(moved).bundle.digest == bundle_digest(other)
 
 
+def test_each_file_of_a_folder_run_and_a_tracked_run_replay_exactly(toy, blobs, tmp_path):
+    folder = tmp_path / "images"
+    folder.mkdir()
+    stack = np.load(blobs)
+    np.save(folder / "a.npy", stack)
+    np.save(folder / "b.npy", stack[:, ::-1].copy())  # another image: the blobs flipped
+    code, _, err = cli("segment-all", toy, folder, "--out", tmp_path / "out",
+                       "--points-per-side", 12)
+    assert code == 0, err
+    rec = read_provenance(tmp_path / "out" / "b.tif")
+    assert rec.image["path"] == str((folder / "b.npy").resolve())
+    code, stdout, err = cli("replay", tmp_path / "out" / "b.tif", "--bundle", toy, "--out",
+                            tmp_path / "b_again.tif")
+    assert code == 0 and "identical" in stdout, err
+    np.testing.assert_array_equal(tifffile.imread(tmp_path / "b_again.tif"),
+                                  tifffile.imread(tmp_path / "out" / "b.tif"))
+
+    tracked = tmp_path / "tracked.tif"
+    code, _, err = cli("segment-all", toy, blobs, "--propagate-from", 1, "--out", tracked,
+                       "--points-per-side", 12)
+    assert code == 0, err
+    assert read_provenance(tracked).settings["propagate_from"] == 1
+    code, stdout, err = cli("replay", tracked, "--bundle", toy, "--out", tmp_path / "t.npy")
+    assert code == 0 and "identical" in stdout, err
+    labels = tifffile.imread(tracked)
+    assert labels.max() >= 1
+    np.testing.assert_array_equal(np.load(tmp_path / "t.npy"), labels)
+
+
 def test_replay_says_when_the_same_bundle_does_not_reproduce_the_labels(toy, blobs, tmp_path):
     out = tmp_path / "auto.npy"
     code, _, err = cli("segment-all", toy, blobs, "--out", out, "--points-per-side", 12)

@@ -37,10 +37,10 @@ SAM_OPTIONS = (("points_per_side", int), ("points_per_batch", int), ("pred_iou_t
 
 
 def _provenance(args: argparse.Namespace, bundle: api.Bundle, path: Path,
-                settings: AutoMaskSettings, planes=()):
+                settings: AutoMaskSettings, planes=(), store=None):
     """The record of one labels output: the automatic-mask options as resolved."""
     more = {name: getattr(settings, name) for name, _ in SAM_OPTIONS}
-    return record_for(args, "segment-all", bundle, path, {}, planes, more)
+    return record_for(args, "segment-all", bundle, path, {}, planes, more, store)
 
 
 def _settings(args: argparse.Namespace) -> AutoMaskSettings:
@@ -70,7 +70,7 @@ def cmd_segment_all(args: argparse.Namespace) -> int:
     bar = Bar("segment", quiet=args.quiet)
     link = None if args.no_link else args.link_iou
     job = run.job
-    record = _provenance(args, run.bundle, run.path, settings, job.indices(run.view))
+    record = _provenance(args, run.bundle, run.path, settings, job.indices(run.view), run.store)
 
     def results():
         for step in api.iter_segment_all(
@@ -93,7 +93,7 @@ def _segment_tracked(args: argparse.Namespace, run, settings: AutoMaskSettings) 
     """--propagate-from Z: the key plane's objects carried through the stack (one id through z)."""
     bar = Bar("propagate", quiet=args.quiet)
     job = run.job
-    record = _provenance(args, run.bundle, run.path, settings)
+    record = _provenance(args, run.bundle, run.path, settings, store=run.store)
     res = segment_all_tracked(run.bundle, run.view, key=args.propagate_from, settings=settings,
                               window=job.window, store=run.store, image=job.image,
                               tile=args.tile, progress=bar.update)

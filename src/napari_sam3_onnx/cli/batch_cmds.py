@@ -225,7 +225,7 @@ def cmd_text(args: argparse.Namespace) -> int:
     bar = Bar("search", quiet=args.quiet)
     job = run.job
     record = record_for(args, "text", run.bundle, run.path, {"concepts": phrases},
-                        job.indices(run.view))
+                        job.indices(run.view), store=run.store)
 
     def results():
         for index, res in api.iter_search_text(
@@ -275,10 +275,10 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     except PromptError as exc:
         raise PromptError(f"{exc} (--range {args.range})" if index_range else str(exc)) from None
     bundle = _bundle(args)
-    provenance = record_for(args, "propagate", bundle, path,
-                            {"seeds": seeds_to_json(seeds)})
     record = _record(args, args.store)
     store = _counted_store(bundle, record, args.store)
+    provenance = record_for(args, "propagate", bundle, path,
+                            {"seeds": seeds_to_json(seeds)}, store=store)
     bar = Bar("propagate", quiet=args.quiet)
     try:
         labels, result = api.propagate(

@@ -46,7 +46,7 @@ SETTINGS = {
 
 def record_for(args: argparse.Namespace, workflow: str, bundle: api.Bundle, image: Path,
                prompts: Mapping, planes: Sequence[Sequence[int]] = (),
-               more: Mapping | None = None) -> Provenance:
+               more: Mapping | None = None, store=None) -> Provenance:
     """The provenance of a labels command's output.
 
     Parameters
@@ -63,11 +63,14 @@ def record_for(args: argparse.Namespace, workflow: str, bundle: api.Bundle, imag
         Leading indices of the planes worked on (empty: all).
     more : mapping, optional
         Settings resolved by the command itself (e.g. automatic-mask defaults).
+    store : EmbeddingStore, optional
+        The opened store the run reads: its path and storage precision are recorded.
     """
     settings = {name: getattr(args, name, None) for name in SETTINGS[workflow]}
     settings.update(more or {})
-    if getattr(args, "store", None) is not None:
-        settings["store"] = str(Path(args.store).resolve())  # informative: replay encodes anew
+    if getattr(args, "store", None) is not None:  # informative: replay encodes anew
+        settings["store"] = {"path": str(Path(args.store).resolve()),
+                             "precision": getattr(store, "precision", None)}
     info = bundle_info(bundle.folder, bundle.layout, bundle.adapter.precision)
     shape = read_image(image).shape
     return make_record(workflow, info, image, shape, prompts, settings, planes)
