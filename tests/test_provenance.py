@@ -246,6 +246,18 @@ def test_replay_keeps_the_output_rules_and_takes_another_image_path(toy, blobs, 
     assert code == 0, err
     assert "identical" in stdout
     assert read_provenance(taken).image["path"] == str(moved.resolve())
+    moved.unlink()
+    code, _, err = cli("replay", taken, "--bundle", toy, "--out", tmp_path / "y.tif")
+    assert code == 2 and "give the image with --image" in err
+
+
+def test_an_npy_output_refuses_to_replace_a_sidecar_it_was_not_told_to(toy, blobs, tmp_path):
+    stale = sidecar(tmp_path / "auto.npy")
+    stale.write_text("{}")
+    code, _, err = cli("segment-all", toy, blobs, "--out", tmp_path / "auto.npy",
+                       "--points-per-side", 12)
+    assert code == 2 and "provenance" in err and "--overwrite" in err
+    assert stale.read_text() == "{}" and not (tmp_path / "auto.npy").exists()
 
 
 def test_mask_runs_and_seeds_round_trip():

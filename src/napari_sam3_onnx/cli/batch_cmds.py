@@ -14,7 +14,7 @@ from .. import api
 from ..api.io import InputError, expand_inputs, image_names, parse_slices
 from ..api.jobs import StackJob
 from ..api.metadata import KNOWN_AXES, image_axes, pixel_size
-from ..api.provenance import seeds_to_json
+from ..api.provenance import seeds_to_json, sidecar
 from ..api.text import table_rows
 from ..api.validate import check_seeds, check_window
 from ..engine.concepts.search import parse_concepts
@@ -159,8 +159,10 @@ def _stream(view_shape, results, n_lead):
 def _outputs(args: argparse.Namespace, path: Path, extra=()) -> None:
     """Check --out/--table before any work (see :mod:`.guard`) and note them as pending."""
     outputs = [("--out", check_labels_path(args.out)), ("--table", args.table)]
+    side = [("--out's provenance", sidecar(args.out))] if args.out.suffix.lower() == ".npy" \
+        else []  # the record of a .npy output goes beside it
     protected = [("input image", path), ("embedding store", args.store), *extra]
-    check_outputs(outputs, protected, args.overwrite)
+    check_outputs(outputs + side, protected, args.overwrite)
     _record(args, args.store).outputs(*outputs)
 
 

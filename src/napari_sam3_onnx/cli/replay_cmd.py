@@ -31,6 +31,7 @@ from ..api.provenance import (
     sidecar,
 )
 from ..engine.evaluation import overlap_iou
+from ..models.registry import get_bundle
 from .args import FMT, _wrap
 from .guard import check_outputs
 
@@ -71,9 +72,20 @@ def record_for(args: argparse.Namespace, workflow: str, bundle: api.Bundle, imag
     if getattr(args, "store", None) is not None:  # informative: replay encodes anew
         settings["store"] = {"path": str(Path(args.store).resolve()),
                              "precision": getattr(store, "precision", None)}
-    info = bundle_info(bundle.folder, bundle.layout, bundle.adapter.precision)
+    precision = bundle.adapter.precision or _declared_precision(str(args.bundle))
+    info = bundle_info(bundle.folder, bundle.layout, precision)
     shape = read_image(image).shape
     return make_record(workflow, info, image, shape, prompts, settings, planes)
+
+
+def _declared_precision(bundle: str) -> str | None:
+    """The registry's precision of a bundle given by id (None: a folder, or none declared)."""
+    if Path(bundle).is_dir():
+        return None
+    try:
+        return get_bundle(bundle).precision
+    except KeyError:
+        return None
 
 
 def _argv(record: Provenance, args: argparse.Namespace, image: Path) -> list[str]:
@@ -127,6 +139,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """Run a recorded output's prompts again into --out; compare the result with the record."""
     record = read_provenance(args.output)
     image = args.image or Path(record.image["path"])
+    if args.image is None and not image.exists():
+        raise InputError(f"{args.output} was made from {image}, which does not exist any "
+                         "more; give the image with --image.")
     bundle_folder = resolve_bundle(args.bundle)
     protected = [("recorded output", args.output), ("input image", image),
                  ("bundle", bundle_folder), ("embedding store", args.store)]
