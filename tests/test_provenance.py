@@ -260,6 +260,14 @@ def test_an_npy_output_refuses_to_replace_a_sidecar_it_was_not_told_to(toy, blob
     assert stale.read_text() == "{}" and not (tmp_path / "auto.npy").exists()
 
 
+def test_replay_has_help(capsys):
+    from napari_sam3_onnx.cli import main
+
+    assert main(["replay", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--bundle" in out and "--image" in out and "IoU" in out
+
+
 def test_mask_runs_and_seeds_round_trip():
     rng = np.random.default_rng(3)
     for mask in (rng.random((7, 13)) > 0.5, np.ones((3, 5), bool), np.zeros((4, 9), bool)):

@@ -14,7 +14,7 @@ from .. import api
 from ..api.io import InputError, expand_inputs, image_names, parse_slices
 from ..api.jobs import StackJob
 from ..api.metadata import KNOWN_AXES, image_axes, pixel_size
-from ..api.provenance import seeds_to_json, sidecar
+from ..api.provenance import Provenance, seeds_to_json, sidecar
 from ..api.text import table_rows
 from ..api.validate import check_seeds, check_window
 from ..engine.concepts.search import parse_concepts
@@ -204,8 +204,12 @@ def open_labels_run(args: argparse.Namespace, command: str, need: Capability,
 
 
 def write_labels_run(run: LabelsRun, args: argparse.Namespace, results: Iterator, bar: Bar,
-                     columns: list[str], rows: list[dict], provenance=None) -> None:
-    """Stream ``results`` (``(index, result)`` pairs) into --out, then ``rows`` into --table."""
+                     columns: list[str], rows: list[dict],
+                     provenance: Provenance | None = None) -> None:
+    """Stream ``results`` (``(index, result)`` pairs) into --out, then ``rows`` into --table.
+
+    ``provenance`` (:mod:`..api.provenance`) is written with the labels.
+    """
     shape = run.view.shape[:-1] if run.job.rgb else run.view.shape
     try:
         write_labels(args.out, shape, _stream(shape, results, run.n_lead),

@@ -32,7 +32,7 @@ from ..api.provenance import (
 )
 from ..engine.evaluation import overlap_iou
 from ..models.registry import get_bundle
-from .args import FMT, _wrap
+from .args import FMT, _wrap, whole
 from .guard import check_outputs
 
 #: Options recorded per workflow (argparse ``dest`` names); replay sets them back.
@@ -121,7 +121,10 @@ def replay_namespace(record: Provenance, args: argparse.Namespace,
 
 
 def compare(old: np.ndarray, new: np.ndarray) -> tuple[bool, dict[int, float]]:
-    """Whether two label arrays are identical, and each old object's best IoU with a new one."""
+    """Whether two label arrays are identical, and each old object's best IoU with a new one.
+
+    Both arrays are held in memory (int32: 4 bytes a voxel each).
+    """
     if old.shape != new.shape:
         raise InputError(f"the replayed labels are {new.shape}, the recorded ones {old.shape}")
     if np.array_equal(old, new):
@@ -196,5 +199,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     p.add_argument("--store", type=Path, help="embedding store to read (and add to)")
     p.add_argument("--providers", default="auto", help="onnxruntime execution provider")
-    p.add_argument("--threads", type=int, help="threads per operator")
+    p.add_argument("--threads", type=whole(1, "--threads"), metavar="N",
+                   help="threads per operator (default: onnxruntime's choice)")
     p.set_defaults(func=cmd_replay)
