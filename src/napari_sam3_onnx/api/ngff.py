@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import colorsys
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -154,7 +154,8 @@ def _ome_attrs(version: str, body: dict) -> dict:
 
 def _write_group(folder: Path, shape: tuple[int, ...], planes: Iterable[np.ndarray],
                  zarr_format: int, version: str, multiscale: dict,
-                 colours: Callable[[int], Sequence[int]], source: str | None) -> None:
+                 colours: Callable[[int], Sequence[int]], source: str | None,
+                 attributes: Mapping[str, object] | None = None) -> None:
     import zarr
 
     rows, cols = shape[-2:]
@@ -199,7 +200,8 @@ def _write_group(folder: Path, shape: tuple[int, ...], planes: Iterable[np.ndarr
         label["source"] = {"image": source}
     if version == "0.4":
         ms, label = {"version": version, **ms}, {"version": version, **label}
-    root.attrs.update(_ome_attrs(version, {"multiscales": [ms], "image-label": label}))
+    root.attrs.update({**(attributes or {}),
+                       **_ome_attrs(version, {"multiscales": [ms], "image-label": label})})
 
 
 def image_transform(image: Path, shape: Sequence[int]) -> dict | None:
@@ -261,7 +263,8 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
                       translation: Sequence[float] | None = None,
                       units: Sequence[str | None] | None = None, axes: str | None = None,
                       colours: Callable[[int], Sequence[int]] | None = None,
-                      like: Path | None = None, replace: bool = True) -> Path:
+                      like: Path | None = None, replace: bool = True,
+                      attributes: Mapping[str, object] | None = None) -> Path:
     """Write int32 label planes as an NGFF labels image (see the module notes).
 
     Parameters
@@ -291,6 +294,9 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
     replace : bool
         An existing ``path`` may be replaced; if False and someone creates ``path`` during
         the write, the labels are kept under a new name (:class:`~.atomic.OutputTakenError`).
+    attributes : mapping, optional
+        More attributes of the labels group (JSON values), written before it is renamed into
+        place (the provenance record, :mod:`napari_sam3_onnx.api.provenance`).
 
     Returns
     -------
@@ -319,7 +325,7 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
     colours = colours or label_colour
     if image is None:
         with atomic_output(path, directory=True, replace=replace) as tmp:
-            _write_group(tmp, shape, planes, 2, "0.4", multiscale, colours, None)
+            _write_group(tmp, shape, planes, 2, "0.4", multiscale, colours, None, attributes)
         return path
     zarr_format, version = _image_format(image)
     if not (image / "labels").exists():
@@ -327,7 +333,7 @@ def write_ngff_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndar
     try:
         with atomic_output(path, directory=True, replace=replace) as tmp:
             _write_group(tmp, shape, planes, zarr_format, version, multiscale, colours,
-                         "../../")
+                         "../../", attributes)
     except OutputTakenError as taken:
         _register(image, taken.kept.name, zarr_format, version)
         raise

@@ -4,8 +4,9 @@ Sub-commands: ``list``, ``fetch``, ``inspect``, ``doctor`` (bundles and runtime)
 ``precompute`` (encode stacks into a zarr embedding store, optionally on a dask cluster),
 ``text`` (concept search to a labels stack and a CSV table), ``propagate`` (carry seeded
 objects through z or t; ``--repropagate`` for labels already there), ``refine`` (fix one
-label of a labels file with clicks) and ``store verify`` (check, and repair, an embedding
-store). Each has ``--help``. All of them call :mod:`napari_sam3_onnx.api`.
+label of a labels file with clicks), ``segment-all``, ``evaluate``, ``replay`` (run a labels
+output's recorded prompts again, :mod:`.replay_cmd`) and ``store verify`` (check, and repair,
+an embedding store). Each has ``--help``. All of them call :mod:`napari_sam3_onnx.api`.
 
 Exit codes: 0 success; 1 a handled error (a missing or damaged model file, a bundle that cannot
 do what was asked, a checksum mismatch, an unexpected failure, still reported in one line); 2 bad
@@ -32,7 +33,7 @@ EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-command per task."""
-    from . import auto_cmds, batch_cmds, bundle_cmds, label_cmds, store_cmds
+    from . import auto_cmds, batch_cmds, bundle_cmds, label_cmds, replay_cmd, store_cmds
 
     parser = argparse.ArgumentParser(
         prog="napari-sam3-onnx",
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_cmds.add_parsers(sub)
     auto_cmds.add_parsers(sub)
     label_cmds.add_parsers(sub)
+    replay_cmd.add_parsers(sub)
     for command in sub.choices.values():  # progress bars draw only on a terminal anyway
         command.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     return parser

@@ -26,6 +26,7 @@ from .batch_cmds import (
 from .guard import bundle_paths, check_not_protected, check_outputs, check_store
 from .output import write_labels, write_table
 from .progress import Bar
+from .replay_cmd import record_for
 
 #: Options named as SAM's ``SamAutomaticMaskGenerator`` arguments (``--points-per-side``, ...).
 SAM_OPTIONS = (("points_per_side", int), ("points_per_batch", int), ("pred_iou_thresh", finite),
@@ -33,6 +34,13 @@ SAM_OPTIONS = (("points_per_side", int), ("points_per_batch", int), ("pred_iou_t
                ("box_nms_thresh", finite), ("crop_n_layers", int), ("crop_nms_thresh", finite),
                ("crop_overlap_ratio", finite), ("crop_n_points_downscale_factor", int),
                ("min_mask_region_area", int))
+
+
+def _provenance(args: argparse.Namespace, bundle: api.Bundle, path: Path,
+                settings: AutoMaskSettings, planes=(), store=None):
+    """The record of one labels output: the automatic-mask options as resolved."""
+    more = {name: getattr(settings, name) for name, _ in SAM_OPTIONS}
+    return record_for(args, "segment-all", bundle, path, {}, planes, more, store)
 
 
 def _settings(args: argparse.Namespace) -> AutoMaskSettings:
@@ -62,6 +70,7 @@ def cmd_segment_all(args: argparse.Namespace) -> int:
     bar = Bar("segment", quiet=args.quiet)
     link = None if args.no_link else args.link_iou
     job = run.job
+    record = _provenance(args, run.bundle, run.path, settings, job.indices(run.view), run.store)
 
     def results():
         for step in api.iter_segment_all(
@@ -72,7 +81,8 @@ def cmd_segment_all(args: argparse.Namespace) -> int:
             rows.extend(api.automatic.auto_table_rows(step.result))
             yield step.index, step.result
 
-    write_labels_run(run, args, iter(results()), bar, auto_table_columns(run.n_lead), rows)
+    write_labels_run(run, args, iter(results()), bar, auto_table_columns(run.n_lead), rows,
+                     record)
     objects = len({r["label"] for r in rows})
     print(f"{objects} object(s) on {len(job.indices(run.view))} slice(s) -> {args.out}"
           + (f", table {args.table}" if args.table else ""))
@@ -83,6 +93,7 @@ def _segment_tracked(args: argparse.Namespace, run, settings: AutoMaskSettings) 
     """--propagate-from Z: the key plane's objects carried through the stack (one id through z)."""
     bar = Bar("propagate", quiet=args.quiet)
     job = run.job
+    record = _provenance(args, run.bundle, run.path, settings, store=run.store)
     res = segment_all_tracked(run.bundle, run.view, key=args.propagate_from, settings=settings,
                               window=job.window, store=run.store, image=job.image,
                               tile=args.tile, progress=bar.update)
@@ -92,7 +103,7 @@ def _segment_tracked(args: argparse.Namespace, run, settings: AutoMaskSettings) 
         for z in range(res.labels.shape[0]):
             yield (z,), SimpleNamespace(labels=res.labels[z])
 
-    write_labels_run(run, args, iter(results()), bar, auto_table_columns(1), rows)
+    write_labels_run(run, args, iter(results()), bar, auto_table_columns(1), rows, record)
     method = res.propagation.method if res.propagation is not None else "nothing to carry"
     print(f"{len(res.rows)} object(s) found on slice {res.key}, carried through "
           f"{res.labels.shape[0]} slice(s) ({method}) -> {args.out}"
@@ -141,6 +152,7 @@ def _segment_files(args: argparse.Namespace, paths: list[Path],
         from ..api.cluster import make_client
 
         client = make_client(args.scheduler, args.workers, processes=not args.no_processes)
+    records = [_provenance(args, bundle, p, settings) for p in paths]
     bar = Bar("segment", unit="image", quiet=args.quiet)
     rows: list[dict] = []
     n_lead = 0
@@ -151,7 +163,8 @@ def _segment_files(args: argparse.Namespace, paths: list[Path],
             n_lead = max(n_lead, labels.ndim - 2)
             planes = labels.reshape(-1, *labels.shape[-2:])
             write_labels(targets[res.position], labels.shape, iter(planes),
-                         replace=args.overwrite, **_labels_metadata(args, paths[res.position],
+                         replace=args.overwrite, provenance=records[res.position],
+                         **_labels_metadata(args, paths[res.position],
                                             labels.ndim + (1 if args.rgb else 0)))
             rows.extend({"image": names[res.position], **r} for r in res.rows)
             bar.update(done, len(paths))

@@ -14,6 +14,7 @@ from .. import api
 from ..api.io import InputError, expand_inputs, image_names, parse_slices, planes_view
 from ..api.jobs import StackJob, claim_names
 from ..api.metadata import KNOWN_AXES, image_axes, pixel_size
+from ..api.provenance import Provenance, seeds_to_json, sidecar
 from ..api.text import table_rows
 from ..api.validate import check_seeds, check_window
 from ..engine.concepts.search import parse_concepts
@@ -23,6 +24,7 @@ from . import args as _args
 from .guard import bundle_paths, check_outputs, check_store
 from .output import check_labels_path, write_labels, write_table
 from .progress import Bar
+from .replay_cmd import record_for
 from .seeds import build_seeds
 from .signals import RunRecord
 
@@ -159,9 +161,11 @@ def _stream(view_shape, results, n_lead):
 def _outputs(args: argparse.Namespace, path: Path, extra=()) -> None:
     """Check --out/--table before any work (see :mod:`.guard`) and note them as pending."""
     outputs = [("--out", check_labels_path(args.out)), ("--table", args.table)]
+    side = [("--out's provenance", sidecar(args.out))] if args.out.suffix.lower() == ".npy" \
+        else []  # the record of a .npy output goes beside it
     protected = [("input image", path), ("embedding store", args.store), *extra,
                  *bundle_paths(args.bundle)]
-    check_outputs(outputs, protected, args.overwrite)
+    check_outputs(outputs + side, protected, args.overwrite)
     _record(args, args.store).outputs(*outputs)
 
 
@@ -204,12 +208,17 @@ def open_labels_run(args: argparse.Namespace, command: str, need: Capability,
 
 
 def write_labels_run(run: LabelsRun, args: argparse.Namespace, results: Iterator, bar: Bar,
-                     columns: list[str], rows: list[dict]) -> None:
-    """Stream ``results`` (``(index, result)`` pairs) into --out, then ``rows`` into --table."""
+                     columns: list[str], rows: list[dict],
+                     provenance: Provenance | None = None) -> None:
+    """Stream ``results`` (``(index, result)`` pairs) into --out, then ``rows`` into --table.
+
+    ``provenance`` (:mod:`..api.provenance`) is written with the labels.
+    """
     shape = run.view.shape[:-1] if run.job.rgb else run.view.shape
     try:
         write_labels(args.out, shape, _stream(shape, results, run.n_lead),
-                     replace=args.overwrite, **_labels_metadata(args, run.path, run.view.ndim))
+                     replace=args.overwrite, provenance=provenance,
+                     **_labels_metadata(args, run.path, run.view.ndim))
     finally:
         bar.close()
     run.record.done("--out", args.out)
@@ -237,6 +246,9 @@ def _cmd_text_exemplars(args: argparse.Namespace) -> int:
         bundle.texts  # noqa: B018 - the tokenizer is read now, before anything is written
     record = _record(args, args.store)
     store = _counted_store(bundle, record, args.store)
+    provenance = record_for(args, "text", bundle, path, {
+        "concepts": phrases, "exemplars_from": str(Path(args.exemplars_from).resolve())},
+        store=store)
     bar = Bar("search", quiet=args.quiet)
     try:
         res = api.search_like(
@@ -249,7 +261,7 @@ def _cmd_text_exemplars(args: argparse.Namespace) -> int:
         bar.close()
     stack = res.labels if res.labels.ndim == 3 else res.labels[None]
     write_labels(args.out, res.labels.shape, iter(stack), replace=args.overwrite,
-                 **_labels_metadata(args, path, view.ndim))
+                 provenance=provenance, **_labels_metadata(args, path, view.ndim))
     record.done("--out", args.out)
     if args.table is not None:
         rows = [{"label": oid, "index_0": z, "area_px": int(area)}
@@ -277,6 +289,8 @@ def cmd_text(args: argparse.Namespace) -> int:
     rows: list[dict] = []
     bar = Bar("search", quiet=args.quiet)
     job = run.job
+    record = record_for(args, "text", run.bundle, run.path, {"concepts": phrases},
+                        job.indices(run.view), store=run.store)
 
     def results():
         for index, res in api.iter_search_text(
@@ -288,7 +302,8 @@ def cmd_text(args: argparse.Namespace) -> int:
             rows.extend(table_rows(res))
             yield index, res
 
-    write_labels_run(run, args, iter(results()), bar, api.table_columns(run.n_lead), rows)
+    write_labels_run(run, args, iter(results()), bar, api.table_columns(run.n_lead), rows,
+                     record)
     concepts = ", ".join(phrases)
     print(f"{len(rows)} instance(s) of {concepts!r} on {len(job.indices(run.view))} slice(s) -> "
           f"{args.out}" + (f", table {args.table}" if args.table else ""))
@@ -309,9 +324,10 @@ def _index_range(text: str | None, n: int) -> tuple[int, int] | None:
 
 
 def _write_propagated(args: argparse.Namespace, labels: np.ndarray, meta: dict,
-                      record: RunRecord) -> None:
+                      record: RunRecord, provenance: Provenance | None = None) -> None:
     """--out (and --table: object areas per slice) of a propagation."""
-    write_labels(args.out, labels.shape, iter(labels), replace=args.overwrite, **meta)
+    write_labels(args.out, labels.shape, iter(labels), replace=args.overwrite,
+                 provenance=provenance, **meta)
     record.done("--out", args.out)
     if args.table is not None:
         rows = [{"label": oid, "index_0": z, "area_px": int(area)}
@@ -366,7 +382,7 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     name = image_names([path])[0]
     job = StackJob(path, name, args.axis, args.rgb, _window(args), series=args.series)
     view = job.view()
-    seeds = build_seeds(args, view)
+    seeds = getattr(args, "seeds", None) or build_seeds(args, view)  # replay gives them
     index_range = _index_range(args.range, int(view.shape[0]))
     plane = view.shape[1:3] if view.ndim >= 3 else view.shape
     try:
@@ -377,6 +393,8 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     record = _record(args, args.store)
     store = _counted_store(bundle, record, args.store)
     name = claim_names(store, [job])[0].image
+    provenance = record_for(args, "propagate", bundle, path,
+                            {"seeds": seeds_to_json(seeds)}, store=store)
     bar = Bar("propagate", quiet=args.quiet)
     try:
         labels, result = api.propagate(
@@ -388,7 +406,7 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     meta = _labels_metadata(args, path, view.ndim)
     if len(meta.get("axes", "")) != labels.ndim:
         meta.pop("axes", None)  # 4-D input propagated at one fixed index: 3-D labels
-    _write_propagated(args, labels, meta, record)
+    _write_propagated(args, labels, meta, record, provenance)
     stops = "; ".join(f"object {oid}: " + ", ".join(f"{d} stopped at {s.index} ({s.reason})"
                                                       for d, s in t.stops.items())
                       for oid, t in result.objects.items())

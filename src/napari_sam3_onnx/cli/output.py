@@ -8,9 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..api.atomic import OutputTakenError, keep_new
 from ..api.io import InputError
 from ..api.ngff import is_ngff_output, write_ngff_labels
-from .atomic import atomic_output
+from ..api.provenance import ATTR, Provenance, sidecar
+from .atomic import atomic_output, new_sibling, remove_ours, replace_into
 
 LABEL_SUFFIXES = (".tif", ".tiff", ".npy", ".zarr")
 
@@ -56,7 +58,7 @@ def _tiles(planes: Iterable[np.ndarray], shape: tuple[int, ...]) -> Iterator[np.
 
 
 def tiff_metadata(ndim: int, pixel_size: tuple[float, float] | None,
-                  axes: str | None = None) -> dict:
+                  axes: str | None = None, description: str | None = None) -> dict:
     """Keywords for tifffile.imwrite: an OME-TIFF with ``axes`` and, if known, the pixel size.
 
     Parameters
@@ -67,8 +69,12 @@ def tiff_metadata(ndim: int, pixel_size: tuple[float, float] | None,
         ``(row, col)`` pixel size in micrometres.
     axes : str, optional
         OME axis letters (default :data:`DEFAULT_AXES`).
+    description : str, optional
+        The OME image's ``Description`` (the provenance record, :mod:`..api.provenance`).
     """
     meta: dict = {"axes": axes or DEFAULT_AXES.get(ndim, "Q" * (ndim - 2) + "YX")}
+    if description is not None:
+        meta["Description"] = description
     kwargs: dict = {"ome": True, "photometric": "minisblack"}
     if pixel_size is not None:
         dy, dx = (float(v) for v in pixel_size)
@@ -95,7 +101,8 @@ def ngff_metadata(ndim: int, pixel_size: tuple[float, float] | None,
 
 def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
                  pixel_size: tuple[float, float] | None = None, axes: str | None = None,
-                 like: Path | None = None, replace: bool = True) -> Path:
+                 like: Path | None = None, replace: bool = True,
+                 provenance: Provenance | None = None) -> Path:
     """Write int32 label planes (C order over the leading axes) to a new file, then rename.
 
     Parameters
@@ -121,24 +128,53 @@ def write_labels(path: Path, shape: Sequence[int], planes: Iterable[np.ndarray],
         ``--overwrite``: an existing ``path`` may be replaced. Without it the result takes the
         name only if it is still free when the work is done (else it is kept under a new name
         and :class:`~..api.atomic.OutputTakenError` says which).
+    provenance : Provenance, optional
+        What made the labels, written inside the output (a TIFF's OME description, the zarr
+        attributes) or, for ``.npy``, to its sidecar, renamed right after the labels.
     """
     shape = tuple(int(s) for s in shape)
+    record = None if provenance is None else provenance.to_dict()
     if is_ngff_output(path):
         return write_ngff_labels(path, shape, planes, like=like, replace=replace,
+                                 attributes=None if record is None else {ATTR: record},
                                  **ngff_metadata(len(shape), pixel_size, axes))
     name = path.name.lower()
-    with atomic_output(path, directory=name.endswith(".zarr"), replace=replace) as tmp:
-        _write(tmp, name, shape, planes, pixel_size, axes)
+    side = None
+    if provenance is not None and name.endswith(".npy"):
+        side = new_sibling(sidecar(path))
+    try:
+        with atomic_output(path, directory=name.endswith(".zarr"), replace=replace) as tmp:
+            _write(tmp, name, shape, planes, pixel_size, axes, provenance)
+            if side is not None and provenance is not None:
+                side.write_text(provenance.to_json(), encoding="utf-8")
+        if side is not None:
+            _place_sidecar(side, sidecar(path), replace)
+            side = None
+    finally:
+        if side is not None:
+            remove_ours(side)
     return path
 
 
+def _place_sidecar(side: Path, target: Path, replace: bool) -> None:
+    """Move the finished sidecar into place under the output's replace rule."""
+    if replace:
+        replace_into(side, target)
+        return
+    kept = keep_new(side, target)
+    if kept != target:
+        raise OutputTakenError(target, kept)
+
+
 def _write(tmp: Path, name: str, shape: tuple[int, ...], planes: Iterable[np.ndarray],
-           pixel_size: tuple[float, float] | None, axes: str | None) -> None:
+           pixel_size: tuple[float, float] | None, axes: str | None,
+           provenance: Provenance | None = None) -> None:
     lead = list(np.ndindex(*shape[:-2]))
     if name.endswith((".tif", ".tiff")):
         import tifffile
 
-        meta = tiff_metadata(len(shape), pixel_size, axes)
+        text = None if provenance is None else provenance.to_json()
+        meta = tiff_metadata(len(shape), pixel_size, axes, text)
         if 1 in shape[:-2]:  # OME readers drop length-1 axes: 1 x Y x X would read as Y x X;
             meta["ome"] = False  # tifffile's shaped description keeps the shape and the axes
         tifffile.imwrite(tmp, _tiles(planes, shape), shape=shape, dtype=np.int32,
@@ -156,6 +192,8 @@ def _write(tmp: Path, name: str, shape: tuple[int, ...], planes: Iterable[np.nda
                                   chunks=(*([1] * (len(shape) - 2)), *shape[-2:]))
         for index, plane in zip(lead, planes, strict=True):
             array[index] = plane
+        if provenance is not None:
+            array.attrs[ATTR] = provenance.to_dict()
 
 
 def write_table(path: Path, columns: Sequence[str], rows: Iterable[dict],
