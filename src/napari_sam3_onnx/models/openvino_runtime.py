@@ -1,0 +1,150 @@
+"""Running a bundle's ONNX graphs through OpenVINO's own CPU runtime (the ``[openvino]`` extra).
+
+The same ``.onnx`` files as onnxruntime's, read by OpenVINO's ONNX frontend
+(``Core().compile_model(path, "CPU", properties)``) with:
+
+* ``INFERENCE_PRECISION_HINT``: ``f32`` (exact: set on purpose, since OpenVINO picks bf16 by
+  itself on CPUs with AMX) or ``bf16`` (approximate, ~2x faster where the CPU has AVX512_BF16 or
+  AMX; see :mod:`.cpu_features`);
+* ``INFERENCE_NUM_THREADS``: the runtime config's threads (0: OpenVINO's choice);
+* ``NUM_STREAMS`` 1 and the ``LATENCY`` performance hint: one image at a time, as the plugin
+  encodes;
+* ``CACHE_DIR``: the compiled model is cached in the data folder, so the second load of a graph
+  skips the compilation.
+
+``openvino`` is imported only when a graph is compiled: the plugin runs without it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cpu_features import cpu_features
+
+log = logging.getLogger(__name__)
+
+#: The device menu's names for OpenVINO and the inference precision each asks for.
+OPENVINO_F32 = "OpenVINO CPU"
+OPENVINO_BF16 = "OpenVINO CPU bf16"
+#: Names a user may give for each (compared case-insensitively, with "_" and "-" as spaces).
+_NAMES = {"openvino": "f32", "openvino cpu": "f32", "openvino f32": "f32",
+          "openvino cpu f32": "f32", "openvino bf16": "bf16", "openvino cpu bf16": "bf16"}
+#: Where the compiled models are cached, under the data folder.
+CACHE_SUBDIR = "openvino-cache"
+
+
+def openvino_precision(request: object) -> str | None:
+    """``"f32"`` or ``"bf16"`` if ``request`` names an OpenVINO device, else None.
+
+    ``request`` is a device / provider request as :class:`~.runtime.RuntimeConfig` holds it:
+    one string (``"OpenVINO CPU bf16"``, ``"openvino"``, ``"openvino-bf16"``) or a sequence
+    whose first entry is read.
+    """
+    if not isinstance(request, str):
+        if not isinstance(request, Sequence) or not request:
+            return None
+        request = request[0]
+    if not isinstance(request, str):
+        return None
+    key = " ".join(request.lower().replace("_", " ").replace("-", " ").split())
+    return _NAMES.get(key)
+
+
+def device_name(precision: str) -> str:
+    """The device menu's name for an OpenVINO inference precision."""
+    return OPENVINO_BF16 if precision == "bf16" else OPENVINO_F32
+
+
+def openvino_installed() -> bool:
+    """Whether the ``openvino`` package can be imported (found without importing it)."""
+    try:
+        return importlib.util.find_spec("openvino") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def openvino_devices() -> list[str]:
+    """The OpenVINO device names this machine offers: ``OpenVINO CPU`` and, where the CPU has
+    native bf16 (AVX512_BF16 or AMX), ``OpenVINO CPU bf16``; none without ``openvino``."""
+    if not openvino_installed():
+        return []
+    names = [OPENVINO_F32]
+    if cpu_features().bf16:
+        names.append(OPENVINO_BF16)
+    return names
+
+
+def openvino_version() -> str | None:
+    """The installed OpenVINO version (imports it), or None if it cannot be imported."""
+    try:
+        import openvino as ov
+    except Exception:  # a broken install is as good as none here
+        return None
+    return str(ov.get_version())
+
+
+class OpenVinoSession:
+    """One graph compiled for OpenVINO's CPU plugin; runs like an onnxruntime session.
+
+    Parameters
+    ----------
+    path : Path
+        The ``.onnx`` file (external data beside it is read by OpenVINO too).
+    precision : {"f32", "bf16"}
+        ``INFERENCE_PRECISION_HINT``.
+    threads : int
+        ``INFERENCE_NUM_THREADS``; 0 lets OpenVINO decide.
+    cache_dir : Path or None
+        ``CACHE_DIR`` for compiled models; None: no cache.
+
+    Raises
+    ------
+    ImportError
+        ``openvino`` is not installed.
+    RuntimeError
+        OpenVINO cannot read or compile the graph (an operator it lacks, ...).
+    """
+
+    def __init__(self, path: Path, precision: str = "f32", threads: int = 0,
+                 cache_dir: Path | None = None) -> None:
+        import openvino as ov
+
+        self.path, self.precision = Path(path), precision
+        props: dict[str, Any] = {"INFERENCE_PRECISION_HINT": precision, "NUM_STREAMS": 1,
+                                 "PERFORMANCE_HINT": "LATENCY"}
+        if threads > 0:
+            props["INFERENCE_NUM_THREADS"] = int(threads)
+        if cache_dir is not None:
+            Path(cache_dir).mkdir(parents=True, exist_ok=True)
+            props["CACHE_DIR"] = str(cache_dir)
+        core = ov.Core()
+        self._model = core.compile_model(str(self.path), "CPU", props)
+        self._names = {name for port in self._model.outputs for name in port.get_names()}
+        self._lock = threading.Lock()
+        self._request = self._model.create_infer_request()
+
+    def get_providers(self) -> list[str]:
+        """``["OpenVINO CPU"]`` or ``["OpenVINO CPU bf16"]`` (onnxruntime's method name)."""
+        return [device_name(self.precision)]
+
+    def run(self, outputs: Sequence[str], feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """Run the graph on ``feed`` and return ``outputs`` in order (copies, owned by the caller).
+
+        Raises
+        ------
+        KeyError
+            An output the graph does not have.
+        """
+        unknown = [name for name in outputs if name not in self._names]
+        if unknown:
+            raise KeyError(f"{self.path.name}: no outputs {unknown} in OpenVINO's graph")
+        with self._lock:  # one request, reused: infer requests are not thread-safe
+            result = self._request.infer(dict(feed))
+            return [np.array(result[self._model.output(name)], copy=True) for name in outputs]
