@@ -15,6 +15,7 @@ Why the flags matter (measured, docs/performance.md):
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,7 +85,7 @@ def parse_cpuinfo(text: str) -> CpuFeatures:
 
 
 def cpu_features(cpuinfo: Path | str = "/proc/cpuinfo") -> CpuFeatures:
-    """This machine's CPU features (flags None where ``cpuinfo`` is missing or unreadable)."""
+    """The CPU features of this machine (flags None where ``cpuinfo`` is missing or unreadable)."""
     try:
         text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -122,3 +123,18 @@ def int8_format_warning(fmt: str | None, features: CpuFeatures) -> str:
                 "weights are faster (about 1.5x measured). Re-export with --int8-weights s8 "
                 "(or auto) for speed.")
     return ""
+
+
+def bundle_int8_weights(folder: Path | str) -> str | None:
+    """A bundle's int8 weight format from its ``manifest.json`` (``int8.weights``).
+
+    None for a bundle without int8 graphs, or one whose manifest does not say (registry
+    bundles exported elsewhere).
+    """
+    try:
+        manifest = json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    record = manifest.get("int8") if isinstance(manifest, dict) else None
+    weights = record.get("weights") if isinstance(record, dict) else None
+    return str(weights) if weights else None

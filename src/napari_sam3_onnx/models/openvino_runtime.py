@@ -71,8 +71,11 @@ def openvino_installed() -> bool:
 
 
 def openvino_devices() -> list[str]:
-    """The OpenVINO device names this machine offers: ``OpenVINO CPU`` and, where the CPU has
-    native bf16 (AVX512_BF16 or AMX), ``OpenVINO CPU bf16``; none without ``openvino``."""
+    """The OpenVINO device names this machine offers (none without ``openvino``).
+
+    ``OpenVINO CPU`` and, where the CPU has native bf16 (AVX512_BF16 or AMX),
+    ``OpenVINO CPU bf16``.
+    """
     if not openvino_installed():
         return []
     names = [OPENVINO_F32]

@@ -181,8 +181,11 @@ class LazySession:
 
     @property
     def session(self) -> ort.InferenceSession | OpenVinoSession:
-        """The session, created on first access (thread-safe): OpenVINO's where the config asks
-        for it and it compiles, else onnxruntime's."""
+        """The session, created on first access (thread-safe).
+
+        OpenVINO's where the config asks for it and OpenVINO compiles the graph, else
+        onnxruntime's.
+        """
         with self._lock:
             if self._session is None:
                 check_external_data(self.signature)
