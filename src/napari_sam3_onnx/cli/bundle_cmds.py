@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 import textwrap
@@ -76,6 +77,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"mask size:    {adapter.mask_size[0]} x {adapter.mask_size[1]}")
     caps = ", ".join(sorted(c.value for c in adapter.capabilities))
     print(f"capabilities: {caps}")
+    _print_cpu_path(Path(args.folder))
     found = adapter.assumptions()
     if found:
         print("assumptions (value  [source]):")
@@ -83,6 +85,32 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         for name, (value, source) in found.items():
             print(f"  {name:<{width}}  {value}  [{source}]")
     return 0
+
+
+def _print_cpu_path(folder: Path) -> None:
+    """The bundle's precision, int8 format and per-workflow gate verdicts, for ``inspect``."""
+    from ..models.cpu_features import bundle_int8_weights, cpu_features, int8_format_warning
+    from ..models.gate_verdicts import WORKFLOW_WORDS, workflow_verdicts
+
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    precision = manifest.get("precision") if isinstance(manifest, dict) else None
+    if precision:
+        print(f"precision:    {precision}")
+    weights = bundle_int8_weights(folder)
+    if weights:
+        warning = int8_format_warning(weights, cpu_features())
+        print(f"int8 weights: {weights}" + (f" ({warning})" if warning else ""))
+    verdicts = workflow_verdicts(folder)
+    if verdicts is None:
+        return
+    words = {True: "passes (fp32's decisions)", False: "FAILS: use the fp32 bundle",
+             None: "not gated: use the fp32 bundle"}
+    print("decision gate against fp32, per workflow:")
+    for key, name in WORKFLOW_WORDS:
+        print(f"  {name:<17} {words[verdicts[key]]}")
 
 
 def _version(dist: str) -> str:

@@ -15,6 +15,7 @@ from napari_sam3_onnx.models.cpu_features import (
     int8_format_warning,
 )
 from napari_sam3_onnx.models.errors import Sam3OnnxError
+from napari_sam3_onnx.models.gate_verdicts import verdict_words, workflow_verdicts
 from napari_sam3_onnx.models.openvino_runtime import openvino_precision
 
 TOY_NOTE = ("TOY TEST MODEL: tiny hand-written graphs that outline bright blobs, so every tab "
@@ -66,6 +67,11 @@ def cpu_path_notes(folder: Path, device: str) -> str:
         warning = int8_format_warning(bundle_int8_weights(folder), cpu_features())
         if warning:
             notes.append(f"<b style='color:orange'>int8 on this CPU:</b> {warning}")
+    verdicts = workflow_verdicts(folder)
+    if verdicts is not None and not all(verdicts.values()):
+        notes.append(f"Decision gate against fp32: {verdict_words(verdicts)}. For the "
+                     "workflows it fails (or did not run), fp32's answers may differ: use the "
+                     "fp32 bundle for them.")
     if openvino_precision(device) == "bf16":
         notes.append("bf16 arithmetic: faster, not exact (about 1.5 % feature error measured "
                      "on SAM 3); choose OpenVINO CPU for fp32's answers.")
