@@ -118,3 +118,19 @@ def test_doctor_reports_the_cpu_and_openvino(capsys, monkeypatch, tmp_path):
     assert "int8 weights for it: u8" in out
     assert "OpenVINO:            not installed" in out
     assert "int8 on this CPU: this bundle's int8 weights are full-range s8" in out
+
+
+def test_bf16_embeddings_are_never_taken_for_fp32_ones(tmp_path):
+    pytest.importorskip("onnx")
+    from napari_sam3_onnx import api
+    from napari_sam3_onnx.engine.store.lookup import open_lookup_encoder
+
+    folder = api.open_bundle("toy", root=tmp_path).folder
+    tags = {device: api.open_bundle(folder, providers=device).tag.identity
+            for device in ("cpu", "OpenVINO CPU", "OpenVINO CPU bf16")}
+    assert tags["cpu"] == tags["OpenVINO CPU"]  # f32 through OpenVINO: fp32's embeddings
+    assert tags["OpenVINO CPU bf16"] != tags["cpu"]
+    assert tags["OpenVINO CPU bf16"]["weights"].endswith("+bf16-arithmetic")
+    bf16 = api.open_bundle(folder, providers="openvino-bf16").adapter
+    encoder = open_lookup_encoder(bf16, folder, tmp_path / "s.zarr", write=True)
+    assert encoder.store.bundle.identity == tags["OpenVINO CPU bf16"]

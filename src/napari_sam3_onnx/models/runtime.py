@@ -55,6 +55,18 @@ def device_label(request: str | Sequence[str] = "auto") -> str:
     return device_name(precision) if precision else resolve_providers(request)[0]
 
 
+def approximate_arithmetic(adapter: object) -> str | None:
+    """``"bf16"`` if any graph session of ``adapter`` asks OpenVINO for bf16, else None.
+
+    Embeddings computed that way are not fp32's: embedding stores key them apart
+    (:meth:`~napari_sam3_onnx.engine.store.keys.BundleTag.for_folder`).
+    """
+    for value in vars(adapter).values():
+        if isinstance(value, LazySession) and value.config.openvino == "bf16":
+            return "bf16"
+    return None
+
+
 def available_providers() -> list[str]:
     """Providers the installed onnxruntime build offers (CPU is always among them)."""
     return list(ort.get_available_providers())
