@@ -197,3 +197,12 @@ def test_the_compiled_graph_is_cached_in_the_data_folder(toy_folder, tmp_path):
     session = LazySession(toy_folder / "image_encoder.onnx", config)
     assert session.providers == ["OpenVINO CPU"]
     assert any((tmp_path / "cache").iterdir())
+
+
+def test_the_gate_judges_openvino_per_workflow_on_the_same_graphs(toy_folder):
+    from napari_sam3_onnx.export import gate
+
+    reference = gate.decisions(toy_folder)
+    result = gate.compare(reference, toy_folder, device="OpenVINO CPU")
+    assert result["workflows"] == dict.fromkeys(gate.WORKFLOWS, True)
+    assert result["summary"]["feature_max_rel_error"] < 1e-4

@@ -81,18 +81,20 @@ def rel_error(ref: np.ndarray, other: np.ndarray) -> float:
 STAGES = ("clicks", "concepts", "propagation", "automatic")
 
 
-def decisions(folder: Path | str, stages: Sequence[str] = STAGES) -> dict:
+def decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: str = "auto") -> dict:
     """Every decision (and the raw outputs behind it) the engine makes with one bundle.
 
-    ``stages``: which of :data:`STAGES` to run (the encoder features are always there).
+    ``stages``: which of :data:`STAGES` to run (the encoder features are always there);
+    ``device``: what runs the graphs (``"auto"``: onnxruntime's best provider;
+    ``"OpenVINO CPU bf16"`` gates OpenVINO's bf16 arithmetic on the fp32 graphs themselves).
     """
     out: dict = {}
-    for _stage, partial in iter_decisions(folder, stages):
+    for _stage, partial in iter_decisions(folder, stages, device):
         out = partial
     return out
 
 
-def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES
+def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: str = "auto"
                    ) -> Generator[tuple[str, dict], None, None]:
     """:func:`decisions` stage by stage: yields ``(stage, decisions so far)`` after each.
 
@@ -104,10 +106,11 @@ def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES
     from ..engine.interactive import Prompt, segment
     from ..engine.postprocess import logits_to_mask
     from ..models.bundle import open_bundle
+    from ..models.runtime import RuntimeConfig
     from .scenes import test_image
 
     folder = Path(folder)
-    adapter = open_bundle(folder)
+    adapter = open_bundle(folder, RuntimeConfig(providers=device))
     try:
         img = test_image(0)
         emb = adapter.encode(img)
@@ -200,7 +203,7 @@ def workflow_verdicts(checks: dict, concepts: list | None, gates: dict) -> dict:
 
 
 def compare(fp32: Path | str | dict, other: Path | str | dict, gates: dict | None = None,
-            fail_fast: bool = False) -> dict:
+            fail_fast: bool = False, device: str = "auto") -> dict:
     """Decision-level comparison of two bundles (or their :func:`decisions`).
 
     ``fail_fast``: run ``other``'s stages one at a time and stop at the first that fails (the
@@ -211,10 +214,10 @@ def compare(fp32: Path | str | dict, other: Path | str | dict, gates: dict | Non
     g = {**GATES, **(gates or {})}
     a = fp32 if isinstance(fp32, dict) else decisions(fp32)
     if isinstance(other, dict) or not fail_fast:
-        b = other if isinstance(other, dict) else decisions(other)
+        b = other if isinstance(other, dict) else decisions(other, device=device)
         return _judge(a, b, g)
     result: dict = {}
-    stages = iter_decisions(other)
+    stages = iter_decisions(other, device=device)
     for stage, b in stages:
         result = _judge(a, b, g)
         if result["checks"][stage] is False:
@@ -308,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("fp32", type=Path)
     p.add_argument("variants", type=Path, nargs="+")
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--device", default="auto",
+                   help="what runs the variants' graphs: auto (onnxruntime, default), "
+                        "'OpenVINO CPU' or 'OpenVINO CPU bf16' (name the fp32 bundle as the "
+                        "variant to gate OpenVINO's bf16 arithmetic per workflow)")
     p.add_argument("--reference-cache", type=Path, default=None,
                    help="keep the fp32 decisions in this file (.npz) for later runs")
     args = p.parse_args(argv)
@@ -319,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     reference = cached_decisions(args.fp32, args.reference_cache)
     results = {}
     for variant in args.variants:
-        results[str(variant)] = r = compare(reference, variant)
+        results[str(variant)] = r = compare(reference, variant, device=args.device)
         print(json.dumps({"variant": str(variant), "passed": r["passed"], **r["summary"],
                           "checks": r["checks"], "workflows": r["workflows"]}), flush=True)
         if args.json is not None:
