@@ -196,7 +196,7 @@ def test_the_compiled_graph_is_cached_in_the_data_folder(toy_folder, tmp_path):
     config = RuntimeConfig(providers="OpenVINO CPU", cache_dir=tmp_path / "cache")
     session = LazySession(toy_folder / "image_encoder.onnx", config)
     assert session.providers == ["OpenVINO CPU"]
-    assert any((tmp_path / "cache").iterdir())
+    assert any(p.is_file() for p in (tmp_path / "cache").rglob("*"))
 
 
 def test_the_gate_judges_openvino_per_workflow_on_the_same_graphs(toy_folder):
@@ -206,3 +206,36 @@ def test_the_gate_judges_openvino_per_workflow_on_the_same_graphs(toy_folder):
     result = gate.compare(reference, toy_folder, device="OpenVINO CPU")
     assert result["workflows"] == dict.fromkeys(gate.WORKFLOWS, True)
     assert result["summary"]["feature_max_rel_error"] < 1e-4
+
+
+def test_a_graph_changed_in_place_is_never_served_from_a_stale_cache(hf_bundle, tmp_path):
+    """The compiled-model cache notices new weights in the external data file beside an
+    unchanged ``.onnx`` (a re-export in place): never the old compiled graph."""
+    import shutil
+
+    import onnx
+    import onnxruntime as ort
+
+    shutil.copytree(hf_bundle, tmp_path / "b")
+    path = tmp_path / "b" / "vision_encoder.onnx"
+    feed = {"pixel_values": np.random.default_rng(0).random((1, 3, 84, 84)).astype(np.float32)}
+    out = ["image_embeddings.0"]
+    before = OpenVinoSession(path, "f32", 1, tmp_path / "cache").run(out, feed)[0]
+    graph_bytes = path.read_bytes()
+    model = onnx.load(str(path), load_external_data=False)
+    info = next({e.key: e.value for e in i.external_data} for i in model.graph.initializer
+                if i.data_location == onnx.TensorProto.EXTERNAL
+                and i.data_type == onnx.TensorProto.FLOAT)
+    data = path.parent / info["location"]
+    blob = bytearray(data.read_bytes())
+    start, length = int(info.get("offset", 0)), int(info["length"])
+    weights = np.frombuffer(bytes(blob[start:start + length]), np.float32) * 2 + 1
+    blob[start:start + length] = weights.astype(np.float32).tobytes()
+    data.write_bytes(bytes(blob))
+    assert path.read_bytes() == graph_bytes  # the graph file itself did not change
+    after = OpenVinoSession(path, "f32", 1, tmp_path / "cache").run(out, feed)[0]
+    want = ort.InferenceSession(str(path)).run(out, feed)[0]
+    assert not np.allclose(want, before)
+    np.testing.assert_allclose(after, want, rtol=1e-4, atol=1e-5)
+    graph_dir, = (tmp_path / "cache").iterdir()
+    assert len(list(graph_dir.iterdir())) == 1  # the stale compiled graph was removed

@@ -10,15 +10,21 @@ The same ``.onnx`` files as onnxruntime's, read by OpenVINO's ONNX frontend
 * ``NUM_STREAMS`` 1 and the ``LATENCY`` performance hint: one image at a time, as the plugin
   encodes;
 * ``CACHE_DIR``: the compiled model is cached in the data folder, so the second load of a graph
-  skips the compilation.
+  skips the compilation. OpenVINO's own cache key does not notice new weights in the external
+  data file beside an unchanged ``.onnx`` (measured: the old compiled graph came back), so each
+  graph gets its own cache folder named by the size and modification time of its files
+  (:func:`graph_cache_dir`); a changed graph compiles afresh and its stale blobs are removed.
 
 ``openvino`` is imported only when a graph is compiled: the plugin runs without it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import logging
+import shutil
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -93,6 +99,34 @@ def openvino_version() -> str | None:
     return str(ov.get_version())
 
 
+def graph_cache_dir(root: Path, path: Path, data_files: Sequence[str] = ()) -> Path:
+    """The compiled-model cache folder of one graph and the exact files it is made of.
+
+    ``root / <graph path digest> / <files digest>``: the second part changes whenever the
+    ``.onnx`` or one of its external ``data_files`` (names beside it) is rewritten (size or
+    modification time); other versions of the same graph's folder are removed (they are this
+    plugin's own cache, never a user's file).
+    """
+    path = Path(path).resolve()
+    files = [path, *sorted({path.parent / name for name in data_files})]
+    stats = [(f.name, *((st.st_size, st.st_mtime_ns) if (st := _stat(f)) else (None, None)))
+             for f in files]
+    graph = root / hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    here = graph / hashlib.sha256(json.dumps(stats).encode()).hexdigest()[:16]
+    if graph.is_dir():
+        for old in graph.iterdir():
+            if old != here and old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+    return here
+
+
+def _stat(path: Path):
+    try:
+        return path.stat()
+    except OSError:
+        return None
+
+
 class OpenVinoSession:
     """One graph compiled for OpenVINO's CPU plugin; runs like an onnxruntime session.
 
@@ -105,7 +139,8 @@ class OpenVinoSession:
     threads : int
         ``INFERENCE_NUM_THREADS``; 0 lets OpenVINO decide.
     cache_dir : Path or None
-        ``CACHE_DIR`` for compiled models; None: no cache.
+        The cache root for compiled models (each graph gets its own folder in it,
+        :func:`graph_cache_dir`); None: no cache.
 
     Raises
     ------
@@ -125,8 +160,12 @@ class OpenVinoSession:
         if threads > 0:
             props["INFERENCE_NUM_THREADS"] = int(threads)
         if cache_dir is not None:
-            Path(cache_dir).mkdir(parents=True, exist_ok=True)
-            props["CACHE_DIR"] = str(cache_dir)
+            from .graph_info import read_signature
+
+            data = [ref.location for ref in read_signature(self.path).external]
+            folder = graph_cache_dir(Path(cache_dir), self.path, data)
+            folder.mkdir(parents=True, exist_ok=True)
+            props["CACHE_DIR"] = str(folder)
         core = ov.Core()
         self._model = core.compile_model(str(self.path), "CPU", props)
         self._names = {name for port in self._model.outputs for name in port.get_names()}
