@@ -16,6 +16,15 @@ it is measured and the JSON is rewritten after each one (a killed run keeps what
 The workers live side by side (their memory adds up); ``--one-at-a-time`` measures each variant
 in turn instead (no interleaving; for a machine that cannot hold them all).
 
+A bundle may name the runtime after ``@``: ``BUNDLE@ort`` (onnxruntime's CPU provider, the
+default), ``BUNDLE@ov-f32`` or ``BUNDLE@ov-bf16`` (OpenVINO's CPU runtime at that inference
+precision, through the plugin's own :class:`~napari_sam3_onnx.models.openvino_runtime.
+OpenVinoSession`; needs ``openvino``), so one run can put the same graph on both runtimes side by
+side. ``--compare`` saves each variant's outputs of its first run and reports their largest
+relative error (``max |a - b| / max |b|``) and lowest cosine against the first variant's.
+The run starts by printing the CPU's model and flags (VNNI, bf16) and each bundle's precision
+and int8 weight format (its ``manifest.json``).
+
 ``--graph memory_attention`` times that graph instead, at the memory bank's full size by
 default (``--memories 7 --pointers 16``: SAM 3's ``num_maskmem`` spatial memories - one
 conditioning slice at row 6 and six recent ones at rows 0-5 - and ``max_obj_ptrs`` object
@@ -32,6 +41,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,34 +88,73 @@ def memory_attention_feed(shapes: dict[str, list], memories: int, pointers: int,
             "pointer_tpos": np.asarray(dist, np.float32) / (max_obj_ptrs - 1)}
 
 
-def worker(bundle: Path, threads: int, graph: str = "image_encoder", memories: int = 7,
-           pointers: int = 16) -> None:
-    """Child: load the graph, answer ``run`` lines with one timed run (JSON lines)."""
-    import onnxruntime as ort
+BACKENDS = ("ort", "ov-f32", "ov-bf16")
 
+
+def parse_variant(text: str) -> tuple[Path, str]:
+    """``"BUNDLE@ov-bf16"`` -> ``(Path("BUNDLE"), "ov-bf16")``; no ``@``: onnxruntime."""
+    folder, at, backend = text.rpartition("@")
+    if not at or backend not in BACKENDS:
+        return Path(text), "ort"
+    return Path(folder), backend
+
+
+def bundle_format(bundle: Path) -> str:
+    """``"fp32"`` or ``"int8 (s8 weights)"`` from the bundle's manifest (``"?"`` without)."""
+    try:
+        manifest = json.loads((bundle / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return "?"
+    precision = str(manifest.get("precision", "?"))
+    weights = (manifest.get("int8") or {}).get("weights")
+    return f"{precision} ({weights} weights)" if weights and precision != "fp32" else precision
+
+
+def _session(path: Path, threads: int, backend: str):
+    """``(run(outputs, feed) -> list, input infos, output names)`` for one backend."""
+    from napari_sam3_onnx.models.graph_info import read_signature
+
+    sig = read_signature(path)
+    if backend == "ort":
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.enable_cpu_mem_arena = False
+        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    else:
+        from napari_sam3_onnx.models.openvino_runtime import OpenVinoSession
+
+        sess = OpenVinoSession(path, backend.split("-")[1], threads, cache_dir=None)
+    return sess.run, sig.inputs, [o.name for o in sig.outputs]
+
+
+def _feed(graph: str, inputs, memories: int, pointers: int) -> dict[str, np.ndarray]:
+    if graph == "memory_attention":
+        return memory_attention_feed({i.name: list(i.shape) for i in inputs}, memories, pointers)
+    if graph == "language_encoder":
+        tokens = np.zeros([d if isinstance(d, int) else 32 for d in inputs[0].shape], np.int64)
+        tokens[0, :3] = (49406, 2271, 49407)  # CLIP start, "cell", end; 0-padded
+        return {inputs[0].name: tokens}
+    size = [d if isinstance(d, int) else 1 for d in inputs[0].shape]
+    return {inputs[0].name: np.random.default_rng(0).uniform(-1, 1, size).astype(np.float32)}
+
+
+def worker(bundle: Path, threads: int, graph: str = "image_encoder", memories: int = 7,
+           pointers: int = 16, backend: str = "ort", dump: Path | None = None) -> None:
+    """Child: load the graph, answer ``run`` lines with one timed run (JSON lines).
+
+    ``dump``: where to save the outputs of the first run (``.npz``), for ``--compare``.
+    """
     manifest = bundle / "manifest.json"
     name = f"{graph}.onnx"
     if manifest.is_file():
         name = json.loads(manifest.read_text()).get("graphs", {}).get(graph, name)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.enable_cpu_mem_arena = False
     t0 = time.perf_counter()
-    sess = ort.InferenceSession(str(bundle / name), so, providers=["CPUExecutionProvider"])
+    run, inputs, outputs = _session(bundle / name, threads, backend)
     load = time.perf_counter() - t0
-    if graph == "memory_attention":
-        feed = memory_attention_feed({i.name: i.shape for i in sess.get_inputs()}, memories,
-                                     pointers)
-    elif graph == "language_encoder":
-        tokens = np.zeros([d if isinstance(d, int) else 32 for d in sess.get_inputs()[0].shape],
-                          np.int64)
-        tokens[0, :3] = (49406, 2271, 49407)  # CLIP start, "cell", end; 0-padded
-        feed = {sess.get_inputs()[0].name: tokens}
-    else:
-        inp = sess.get_inputs()[0]
-        size = [d if isinstance(d, int) else 1 for d in inp.shape]
-        feed = {inp.name: np.random.default_rng(0).uniform(-1, 1, size).astype(np.float32)}
+    feed = _feed(graph, inputs, memories, pointers)
     print(json.dumps({"ready": True, "load_s": load, "rss_after_load_mb": _rss_mb(),
                       "bytes_on_disk": sum(p.stat().st_size for p in bundle.iterdir()
                                            if p.is_file())}), flush=True)
@@ -113,21 +162,44 @@ def worker(bundle: Path, threads: int, graph: str = "image_encoder", memories: i
         if line.strip() != "run":
             break
         t0 = time.perf_counter()
-        out = sess.run(None, feed)
+        out = run(outputs, feed)
         dt = time.perf_counter() - t0
+        if dump is not None:
+            np.savez(dump, **dict(zip(outputs, out, strict=True)))
+            dump = None
         print(json.dumps({"seconds": dt, "peak_mb": _peak_mb(),
                           "checksum": float(sum(np.abs(o).mean() for o in out))}), flush=True)
+
+
+def compare_outputs(files: dict[str, Path]) -> dict[str, dict]:
+    """Each variant's largest relative error and lowest cosine against the first's outputs."""
+    names = list(files)
+    with np.load(files[names[0]]) as ref:
+        base = {k: ref[k].astype(np.float64) for k in ref.files}
+    result = {}
+    for name in names:
+        with np.load(files[name]) as got:
+            errs, cosines = [], []
+            for key, want in base.items():
+                have = got[key].astype(np.float64)
+                errs.append(float(np.abs(have - want).max() / max(np.abs(want).max(), 1e-30)))
+                denom = np.linalg.norm(have) * np.linalg.norm(want)
+                cosines.append(float((have.ravel() @ want.ravel()) / denom) if denom else 1.0)
+        result[name] = {"max_rel_error": max(errs), "min_cosine": min(cosines)}
+    return result
 
 
 class Worker:
     """A fresh process holding one bundle's encoder session."""
 
-    def __init__(self, bundle: Path, threads: int, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, bundle: Path, threads: int, extra: tuple[str, ...] = (),
+                 backend: str = "ort", dump: Path | None = None) -> None:
         self.bundle = bundle
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        more = ("--backend", backend, *(("--dump", str(dump)) if dump is not None else ()))
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--worker", str(bundle), "--threads", str(threads),
-             *extra],
+             *extra, *more],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.info = self._read()
 
@@ -177,12 +249,28 @@ def summarise(times: dict[str, list[float]], infos: dict[str, dict], peaks: dict
 
 
 def _print_rows(rows: list[dict]) -> None:
-    print(f"{'bundle':<34} {'s/slice':>8} {'IQR':>15} {'x fp32':>7} {'ratio IQR':>13} "
-          f"{'peak GB':>8} {'disk GB':>8}")
+    print(f"{'bundle':<44} {'s/slice':>8} {'IQR':>15} {'x first':>7} {'ratio IQR':>13} "
+          f"{'peak GB':>8} {'disk GB':>8} {'max rel err':>11} {'min cos':>9}")
     for r in rows:
-        print(f"{r['bundle']:<34} {r['median_s']:8.2f} {r['iqr_s'][0]:7.2f}-{r['iqr_s'][1]:<7.2f}"
+        err = r.get("max_rel_error", float("nan"))
+        cos = r.get("min_cosine", float("nan"))
+        print(f"{r['bundle']:<44} {r['median_s']:8.2f} {r['iqr_s'][0]:7.2f}-{r['iqr_s'][1]:<7.2f}"
               f" {r['speedup_vs_first'] or float('nan'):7.2f} {r['ratio_iqr'][0]:6.3f}-"
-              f"{r['ratio_iqr'][1]:<6.3f} {r['peak_rss_gb']:8.2f} {r['bytes_on_disk'] / 1e9:8.2f}")
+              f"{r['ratio_iqr'][1]:<6.3f} {r['peak_rss_gb']:8.2f} {r['bytes_on_disk'] / 1e9:8.2f}"
+              f" {err:11.2e} {cos:9.6f}")
+
+
+def print_machine(variants: list[tuple[Path, str]]) -> dict:
+    """Print (and return) the CPU's model and flags and each bundle's format."""
+    from napari_sam3_onnx.models.cpu_features import best_int8_format, cpu_features
+
+    cpu = cpu_features()
+    print(f"CPU {cpu.summary()}; int8 format for it: {best_int8_format(cpu)}; "
+          f"native bf16: {'yes' if cpu.bf16 else 'no'}", flush=True)
+    formats = {f"{b}@{k}": bundle_format(b) for b, k in variants}
+    for name, fmt in formats.items():
+        print(f"  {name}: {fmt}", flush=True)
+    return {"cpu": cpu.summary(), "vnni": cpu.vnni, "bf16": cpu.bf16, "formats": formats}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,16 +287,27 @@ def main(argv: list[str] | None = None) -> int:
                    help="memory_attention: spatial memories (full bank: 7)")
     p.add_argument("--pointers", type=int, default=16,
                    help="memory_attention: object pointers (full bank: 16)")
+    p.add_argument("--compare", action="store_true",
+                   help="report each variant's output error against the first variant's")
     p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--backend", choices=BACKENDS, default="ort", help=argparse.SUPPRESS)
+    p.add_argument("--dump", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     extra = ("--graph", args.graph, "--memories", str(args.memories),
              "--pointers", str(args.pointers))
     if args.worker is not None:
-        worker(args.worker, args.threads, args.graph, args.memories, args.pointers)
+        worker(args.worker, args.threads, args.graph, args.memories, args.pointers,
+               args.backend, args.dump)
         return 0
     if len(args.bundles) < 1:
         p.error("name one or more bundle folders (the first is the baseline)")
+    variants = [parse_variant(str(b)) for b in args.bundles]
     names = [str(b) for b in args.bundles]
+    if len(set(names)) < len(names):
+        p.error("a bundle and runtime is named twice")
+    machine = print_machine(variants)
+    dumps_dir = Path(tempfile.mkdtemp(prefix="encoder-outputs-")) if args.compare else None
+    dumps = {n: dumps_dir / f"{i}.npz" for i, n in enumerate(names)} if dumps_dir else {}
     out = args.json or RESULTS / f"encoder-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     times: dict[str, list[float]] = {n: [] for n in names}
@@ -218,20 +317,25 @@ def main(argv: list[str] | None = None) -> int:
 
     def save(done: bool) -> None:
         rows = summarise(times, infos, peaks) if len(infos) == len(names) else []
+        for row in rows:
+            row.update(errors.get(row["bundle"], {}))
         payload = {"graph": args.graph, "threads": args.threads, "reps": args.reps,
+                   "machine": machine,
                    "loadavg": os.getloadavg(),
                    "complete": done, "measurements": log, "rows": rows}
         tmp = out.with_suffix(".tmp")
         tmp.write_text(json.dumps(payload, indent=2))
         tmp.replace(out)
 
-    groups = [[b] for b in args.bundles] if args.one_at_a_time else [list(args.bundles)]
+    errors: dict[str, dict] = {}
+    pairs = list(zip(names, variants, strict=True))
+    groups = [[v] for v in pairs] if args.one_at_a_time else [pairs]
     for group in groups:
         workers = {}
         try:
-            for b in group:
-                workers[str(b)] = w = Worker(b, args.threads, extra)
-                infos[str(b)] = w.info
+            for b, (folder, backend) in group:
+                workers[b] = w = Worker(folder, args.threads, extra, backend, dumps.get(b))
+                infos[b] = w.info
                 print(f"loaded {b} in {w.info['load_s']:.1f} s "
                       f"(RSS {w.info['rss_after_load_mb'] / 1024:.2f} GB)", flush=True)
             order = list(workers)
@@ -248,9 +352,17 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for w in workers.values():
                 w.close()
+    if dumps:
+        errors = compare_outputs(dumps)
+        for f in dumps.values():
+            f.unlink(missing_ok=True)
+        dumps_dir.rmdir()
     save(True)
     print(f"\nload average {os.getloadavg()}; {args.threads} threads; JSON: {out}")
-    _print_rows(summarise(times, infos, peaks))
+    rows = summarise(times, infos, peaks)
+    for row in rows:
+        row.update(errors.get(row["bundle"], {}))
+    _print_rows(rows)
     return 0
 
 

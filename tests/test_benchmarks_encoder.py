@@ -77,3 +77,24 @@ def test_language_encoder_case_reports_load_and_memory(tmp_path):
     doc = json.loads(out.read_text())
     row = doc["rows"][0]
     assert doc["graph"] == "language_encoder" and row["load_s"] > 0 and row["peak_rss_gb"] > 0
+
+
+def test_one_bundle_on_both_runtimes_side_by_side_with_output_errors(tmp_path):
+    """``BUNDLE@ort BUNDLE@ov-f32 --compare``: the CPU's flags, the format, OpenVINO's error."""
+    pytest.importorskip("openvino")
+    from napari_sam3_onnx.testing.nso import build_nso
+
+    a = build_nso(tmp_path / "a", concepts=False, memory=False)
+    out = tmp_path / "enc.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "encoder.py"), f"{a}@ort",
+                           f"{a}@ov-f32", "--reps", "1", "--threads", "1", "--compare",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("CPU ") and f"{a}@ov-f32: fp32" in proc.stdout
+    doc = json.loads(out.read_text())
+    rows = {r["bundle"]: r for r in doc["rows"]}
+    assert rows[f"{a}@ort"]["max_rel_error"] == 0.0
+    assert 0.0 <= rows[f"{a}@ov-f32"]["max_rel_error"] < 1e-4
+    assert rows[f"{a}@ov-f32"]["min_cosine"] > 0.9999
+    assert "vnni" in doc["machine"] and "bf16" in doc["machine"]
+    assert not list(tmp_path.glob("encoder-outputs-*"))

@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from napari_sam3_onnx.models.cpu_features import cpu_features
+
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
@@ -46,7 +48,7 @@ def test_unsigned_full_range_weights_are_not_less_accurate_than_signed_7bit(tmp_
     _linear_chain(tmp_path / "fp32.onnx", rng)
     feed = {"x": rng.normal(size=(1, 37, 96)).astype(np.float32) * 3.0}
     errors = {}
-    for weights in ("u8", "s8-7bit"):
+    for weights in ("u8", "s8-7bit", "s8"):
         info = quantize_graph(tmp_path / "fp32.onnx", tmp_path / f"{weights}.onnx",
                               weights=weights)
         assert info["weights"] == weights and info["quantized"] == 3
@@ -58,8 +60,28 @@ def test_unsigned_full_range_weights_are_not_less_accurate_than_signed_7bit(tmp_
     print("toy chain relative error:", json.dumps(errors))
     assert 0 < errors["u8"] <= errors["s8-7bit"] * 1.05
     assert errors["u8"] < 0.05
+    if cpu_features().vnni:  # 32-bit sums: full-range signed weights are the finest grid
+        assert errors["s8"] <= errors["u8"] * 1.05
     with pytest.raises(ValueError, match="weights"):
-        quantize_graph(tmp_path / "fp32.onnx", tmp_path / "x.onnx", weights="s8")
+        quantize_graph(tmp_path / "fp32.onnx", tmp_path / "x.onnx", weights="s4")
+
+
+def test_int8_weights_auto_follows_the_cpu(monkeypatch):
+    from napari_sam3_onnx.export import precision
+    from napari_sam3_onnx.models import cpu_features as cf
+
+    vnni = cf.parse_cpuinfo("model name: A\nflags: avx2 avx512_vnni\n")
+    avx2 = cf.parse_cpuinfo("model name: B\nflags: avx2\n")
+    monkeypatch.setattr(cf, "cpu_features", lambda: vnni)
+    assert precision.int8_weights_for("auto") == ("s8", "auto: A: avx2 avx512_vnni")
+    monkeypatch.setattr(cf, "cpu_features", lambda: avx2)
+    assert precision.int8_weights_for("auto") == ("u8", "auto: B: avx2")
+    assert precision.int8_weights_for("s8-7bit") == ("s8-7bit", "named")
+    import argparse
+
+    p = argparse.ArgumentParser()
+    precision.add_precision_arguments(p)
+    assert p.parse_args([]).int8_weights == "auto"
 
 
 def _toy_bundle(folder, rng):

@@ -23,7 +23,8 @@ def test_reference_cache_is_keyed_by_the_bundles_digests(tmp_path, monkeypatch):
 
     def fake_decisions(folder):
         calls.append(folder)
-        return {"features": {"f": np.full((2, 3), float(len(calls)))}}
+        return {"features": {"f": np.full((2, 3), float(len(calls)))},
+                **{stage: [] for stage in gate.STAGES}}
 
     monkeypatch.setattr(gate, "decisions", fake_decisions)
     a = _bundle(tmp_path / "a", b"weights-a")

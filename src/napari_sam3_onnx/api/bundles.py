@@ -17,7 +17,7 @@ from ..models.bundle import open_bundle as _open_adapter
 from ..models.errors import ModelFileMissingError
 from ..models.local_bundles import build_local_bundle
 from ..models.registry import bundle_dir, get_bundle
-from ..models.runtime import RuntimeConfig
+from ..models.runtime import RuntimeConfig, approximate_arithmetic
 from .io import InputError
 from .workspace import Workspace, language_cache
 
@@ -85,7 +85,8 @@ class Bundle:
     @cached_property
     def tag(self) -> BundleTag:
         """Identity of the bundle in embedding stores (see the class attributes)."""
-        return BundleTag.for_folder(self.folder, self.adapter.layout)
+        return BundleTag.for_folder(self.folder, self.adapter.layout,
+                                    arithmetic=approximate_arithmetic(self.adapter))
 
     @property
     def id(self) -> str:

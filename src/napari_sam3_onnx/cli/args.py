@@ -95,7 +95,8 @@ def _image_args(p: argparse.ArgumentParser, slices: bool = True) -> None:
         p.add_argument("--slices", metavar="A:B", help="only these positions along the slice "
                        "axis, Python-style (e.g. 0:10, 5, -3:)")
     p.add_argument("--providers", default="auto",
-                   help="onnxruntime execution provider: auto, cpu, cuda, coreml, dml")
+                   help="onnxruntime execution provider: auto, cpu, cuda, coreml, dml; or "
+                   "openvino / openvino-bf16 (OpenVINO's CPU runtime, the [openvino] extra)")
     p.add_argument("--threads", type=threads, metavar="N",
                    help="threads per operator (default: onnxruntime's choice)")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 import textwrap
@@ -78,6 +79,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"mask size:    {adapter.mask_size[0]} x {adapter.mask_size[1]}")
     caps = ", ".join(sorted(c.value for c in adapter.capabilities))
     print(f"capabilities: {caps}")
+    _print_cpu_path(Path(args.folder))
     found = adapter.assumptions()
     if found:
         print("assumptions (value  [source]):")
@@ -85,6 +87,32 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         for name, (value, source) in found.items():
             print(f"  {name:<{width}}  {value}  [{source}]")
     return 0
+
+
+def _print_cpu_path(folder: Path) -> None:
+    """The bundle's precision, int8 format and per-workflow gate verdicts, for ``inspect``."""
+    from ..models.cpu_features import bundle_int8_weights, cpu_features, int8_format_warning
+    from ..models.gate_verdicts import WORKFLOW_WORDS, workflow_verdicts
+
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    precision = manifest.get("precision") if isinstance(manifest, dict) else None
+    if precision:
+        print(f"precision:    {precision}")
+    weights = bundle_int8_weights(folder)
+    if weights:
+        warning = int8_format_warning(weights, cpu_features())
+        print(f"int8 weights: {weights}" + (f" ({warning})" if warning else ""))
+    verdicts = workflow_verdicts(folder)
+    if verdicts is None:
+        return
+    words = {True: "passes (fp32's decisions)", False: "FAILS: use the fp32 bundle",
+             None: "not gated: use the fp32 bundle"}
+    print("decision gate against fp32, per workflow:")
+    for key, name in WORKFLOW_WORDS:
+        print(f"  {name:<17} {words[verdicts[key]]}")
 
 
 def _version(dist: str) -> str:
@@ -123,11 +151,31 @@ def _bundle_report(folder: Path, hashes: bool) -> str:
     return f"{folder.name}: {len(problems)} problem(s): " + "; ".join(map(str, problems))
 
 
+def _openvino_line() -> str:
+    """The OpenVINO version and the devices it offers here, or how to install it."""
+    from ..models.openvino_runtime import openvino_devices, openvino_installed, openvino_version
+
+    if not openvino_installed():
+        return "not installed (optional: pip install 'napari-sam3-onnx[openvino]')"
+    version = openvino_version()
+    if version is None:
+        return "installed but cannot be imported (reinstall it)"
+    devices = openvino_devices()
+    bf16 = "" if len(devices) > 1 else "; no bf16 (the CPU has neither AVX512_BF16 nor AMX)"
+    return f"{version}; devices: {', '.join(devices)}{bf16}"
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """Versions, execution providers and the integrity of every bundle folder found."""
+    """Versions, execution providers, the CPU path and the integrity of every bundle found."""
     import onnxruntime as ort
 
     from .. import __version__
+    from ..models.cpu_features import (
+        best_int8_format,
+        bundle_int8_weights,
+        cpu_features,
+        int8_format_warning,
+    )
     from ..models.runtime import available_providers, resolve_providers
 
     print(f"napari-sam3-onnx {__version__} on Python {platform.python_version()} "
@@ -137,6 +185,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"  {dist:<12} {_version(dist)}")
     print(f"available providers: {', '.join(available_providers())}")
     print(f"'auto' uses:         {', '.join(resolve_providers('auto'))}")
+    cpu = cpu_features()
+    print(f"CPU:                 {cpu.summary()}")
+    print(f"int8 weights for it: {best_int8_format(cpu) if cpu.known else 'u8 (flags unknown)'}")
+    print(f"OpenVINO:            {_openvino_line()}")
     roots = [home_dir() / "models", *(Path(r) for r in args.root or [])]
     bad = 0
     for root in roots:
@@ -151,6 +203,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             line = _bundle_report(folder, args.hashes)
             bad += any(w in line for w in ("problem", "not recognised", "unreadable"))
             print(f"  {line}")
+            if warning := int8_format_warning(bundle_int8_weights(folder), cpu):
+                print(f"    int8 on this CPU: {warning}")
     return 1 if bad and args.strict else 0
 
 

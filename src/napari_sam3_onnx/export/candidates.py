@@ -110,6 +110,7 @@ def search_int8(fp32: Path | str, out: Path | str, reference: dict, *,
             size = sum(f["bytes"] for f in manifest["files"].values())
             record["tried"].append({"candidate": cand.name, "what": cand.what,
                                     "passed": result["passed"], "checks": result["checks"],
+                                    "workflows": result.get("workflows"),
                                     "summary": result["summary"], "bytes": size})
             log(f"  gate {'passed' if result['passed'] else 'failed'}: {result['checks']} "
                 f"{result['summary']} ({size / 1e9:.2f} GB)")

@@ -9,7 +9,15 @@ both bundles; the variant passes when it makes the **same decisions**
 * text (``"cell"``) and exemplar-box prompts: the same detections kept at score 0.5 and each
   kept mask's IoU >= ``concept_mask_iou_min``;
 * propagation of one click over 8 drifting slices (both directions): mask IoU
-  >= ``propagation_mask_iou_min`` on *every* slice.
+  >= ``propagation_mask_iou_min`` on *every* slice;
+* automatic segmentation (a coarse grid of clicks, :data:`AUTO_POINTS` a side): the same number
+  of masks kept, and each fp32 mask matched by one with IoU >= ``automatic_mask_iou_min``.
+
+Besides the one verdict for the whole bundle (``passed``), the result gives one verdict per
+**workflow** (:data:`WORKFLOWS`, ``workflows``): clicks and boxes, text, exemplars, propagation,
+automatic. They differ in practice (issue 28: on calibrated random weights int8 kept every
+click, box and propagation decision and broke the detector's masks), so a bundle's manifest
+records them and the plugin says which workflows its precision passed.
 
 Each output's relative error (L2 of the difference / L2 of fp32) is reported beside the
 decisions: the encoder features, click logits, detection scores and masks, tracked logits.
@@ -33,7 +41,11 @@ import numpy as np
 
 #: Thresholds of the gate (variant against fp32 on the same prompts).
 GATES = {"click_mask_iou_min": 0.98, "concept_same_kept": True, "concept_mask_iou_min": 0.95,
-         "propagation_mask_iou_min": 0.97}
+         "propagation_mask_iou_min": 0.97, "automatic_mask_iou_min": 0.95}
+#: The workflows the gate judges separately, and the stage (and concept prompt) behind each.
+WORKFLOWS = ("clicks", "text", "exemplars", "propagation", "automatic")
+#: Points per side of the automatic stage's grid (coarse: the decoder runs AUTO_POINTS**2 times).
+AUTO_POINTS = 6
 #: (points (row, col), labels, box (r0, c0, r1, c1) or None) on ``test_image(0)``, 1008 px.
 CLICK_PROMPTS: tuple[tuple[list[tuple[int, int]], list[int], tuple[int, int, int, int] | None],
                     ...] = (
@@ -66,21 +78,23 @@ def rel_error(ref: np.ndarray, other: np.ndarray) -> float:
 
 
 #: The gate's stages, in the order they run (cheapest first).
-STAGES = ("clicks", "concepts", "propagation")
+STAGES = ("clicks", "concepts", "propagation", "automatic")
 
 
-def decisions(folder: Path | str, stages: Sequence[str] = STAGES) -> dict:
+def decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: str = "auto") -> dict:
     """Every decision (and the raw outputs behind it) the engine makes with one bundle.
 
-    ``stages``: which of :data:`STAGES` to run (the encoder features are always there).
+    ``stages``: which of :data:`STAGES` to run (the encoder features are always there);
+    ``device``: what runs the graphs (``"auto"``: onnxruntime's best provider;
+    ``"OpenVINO CPU bf16"`` gates OpenVINO's bf16 arithmetic on the fp32 graphs themselves).
     """
     out: dict = {}
-    for _stage, partial in iter_decisions(folder, stages):
+    for _stage, partial in iter_decisions(folder, stages, device):
         out = partial
     return out
 
 
-def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES
+def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: str = "auto"
                    ) -> Generator[tuple[str, dict], None, None]:
     """:func:`decisions` stage by stage: yields ``(stage, decisions so far)`` after each.
 
@@ -92,10 +106,11 @@ def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES
     from ..engine.interactive import Prompt, segment
     from ..engine.postprocess import logits_to_mask
     from ..models.bundle import open_bundle
+    from ..models.runtime import RuntimeConfig
     from .scenes import test_image
 
     folder = Path(folder)
-    adapter = open_bundle(folder)
+    adapter = open_bundle(folder, RuntimeConfig(providers=device))
     try:
         img = test_image(0)
         emb = adapter.encode(img)
@@ -119,8 +134,10 @@ def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES
                     out["concepts"].append({"scores": np.array(det.scores), "masks": {
                         int(i): (logits_to_mask(det.masks[i], img.shape[:2], 0.0),
                                  np.array(det.masks[i])) for i in keep}})
-            else:
+            elif stage == "propagation":
                 out["propagation"] = _propagation(adapter)
+            else:
+                out["automatic"] = _automatic(adapter, img, emb)
             yield stage, out
     finally:
         adapter.close()
@@ -142,8 +159,51 @@ def _propagation(adapter) -> list:
     return [(track[k].mask, track[k].low_res_logits) for k in range(n)]
 
 
+def _automatic(adapter, img: np.ndarray, emb) -> list:
+    """(full-plane mask, predicted IoU) of every mask the automatic generator keeps on ``img``."""
+    from ..engine.automatic.generate import generate_masks
+    from ..engine.automatic.settings import AutoMaskSettings
+    from ..engine.encoding import SliceRef
+
+    ref = SliceRef(img[None], (0,), rgb=True, source="gate")
+    found = generate_masks(adapter, lambda _ref: emb, ref,
+                           AutoMaskSettings(points_per_side=AUTO_POINTS))
+    out = []
+    for m in found:
+        full = np.zeros(img.shape[:2], bool)
+        r0, c0, r1, c1 = m.window
+        full[r0:r1, c0:c1] = m.mask
+        out.append((full, float(m.score)))
+    return out
+
+
+def _automatic_check(a: list, b: list) -> dict:
+    """fp32's automatic masks ``a`` against the variant's ``b``: counts and best-match IoUs."""
+    ious = [max((_iou(ma, mb) for mb, _ in b), default=0.0) for ma, _ in a]
+    return {"masks_fp32": len(a), "masks_other": len(b), "same_count": len(a) == len(b),
+            "min_mask_iou": min(ious) if ious else 1.0}
+
+
+def workflow_verdicts(checks: dict, concepts: list | None, gates: dict) -> dict:
+    """One verdict per workflow of :data:`WORKFLOWS` (None: its stage was not run).
+
+    Clicks and boxes share the clicks stage; text and exemplars are the concept prompts
+    ``"cell"`` and ``"visual"`` (an exemplar box) judged one by one.
+    """
+    def concept(prompt: str) -> bool | None:
+        if concepts is None:
+            return None
+        c = next(c for c in concepts if c["prompt"] == prompt)
+        return bool((c["same_kept"] or not gates["concept_same_kept"])
+                    and c["min_mask_iou"] >= gates["concept_mask_iou_min"])
+
+    return {"clicks": checks["clicks"], "text": concept("cell"),
+            "exemplars": concept("visual"), "propagation": checks["propagation"],
+            "automatic": checks["automatic"]}
+
+
 def compare(fp32: Path | str | dict, other: Path | str | dict, gates: dict | None = None,
-            fail_fast: bool = False) -> dict:
+            fail_fast: bool = False, device: str = "auto") -> dict:
     """Decision-level comparison of two bundles (or their :func:`decisions`).
 
     ``fail_fast``: run ``other``'s stages one at a time and stop at the first that fails (the
@@ -154,10 +214,10 @@ def compare(fp32: Path | str | dict, other: Path | str | dict, gates: dict | Non
     g = {**GATES, **(gates or {})}
     a = fp32 if isinstance(fp32, dict) else decisions(fp32)
     if isinstance(other, dict) or not fail_fast:
-        b = other if isinstance(other, dict) else decisions(other)
+        b = other if isinstance(other, dict) else decisions(other, device=device)
         return _judge(a, b, g)
     result: dict = {}
-    stages = iter_decisions(other)
+    stages = iter_decisions(other, device=device)
     for stage, b in stages:
         result = _judge(a, b, g)
         if result["checks"][stage] is False:
@@ -196,7 +256,14 @@ def _judge(a: dict, b: dict, g: dict) -> dict:
         out["propagation_logits_rel_error"] = [rel_error(x[1], y[1]) for x, y in pairs]
         summary["propagation_min_iou"] = min(prop)
         checks["propagation"] = min(prop) >= g["propagation_mask_iou_min"]
-    return {**out, "summary": summary, "checks": checks, "gates": g,
+    if "automatic" in b and "automatic" in a:
+        auto = _automatic_check(a["automatic"], b["automatic"])
+        out["automatic"] = auto
+        summary["automatic_min_iou"] = auto["min_mask_iou"]
+        checks["automatic"] = auto["same_count"] and \
+            auto["min_mask_iou"] >= g["automatic_mask_iou_min"]
+    workflows = workflow_verdicts(checks, out.get("concepts"), g)
+    return {**out, "summary": summary, "checks": checks, "workflows": workflows, "gates": g,
             "passed": all(c is True for c in checks.values())}
 
 
@@ -230,8 +297,8 @@ def cached_decisions(fp32: Path, cache: Path | None) -> dict:
     key = {n: f["sha256"] for n, f in read_manifest(fp32)["files"].items()}
     if cache is not None and cache.exists():
         stored_key, stored = decision_cache.load(cache)
-        if stored_key == key:
-            return stored
+        if stored_key == key and all(stage in stored for stage in STAGES):
+            return stored  # (a cache from before a stage was added is made again)
     out = decisions(fp32)
     if cache is not None:
         decision_cache.save(cache, key, out)
@@ -244,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("fp32", type=Path)
     p.add_argument("variants", type=Path, nargs="+")
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--device", default="auto",
+                   help="what runs the variants' graphs: auto (onnxruntime, default), "
+                        "'OpenVINO CPU' or 'OpenVINO CPU bf16' (name the fp32 bundle as the "
+                        "variant to gate OpenVINO's bf16 arithmetic per workflow)")
     p.add_argument("--reference-cache", type=Path, default=None,
                    help="keep the fp32 decisions in this file (.npz) for later runs")
     args = p.parse_args(argv)
@@ -255,9 +326,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     reference = cached_decisions(args.fp32, args.reference_cache)
     results = {}
     for variant in args.variants:
-        results[str(variant)] = r = compare(reference, variant)
+        results[str(variant)] = r = compare(reference, variant, device=args.device)
         print(json.dumps({"variant": str(variant), "passed": r["passed"], **r["summary"],
-                          "checks": r["checks"]}), flush=True)
+                          "checks": r["checks"], "workflows": r["workflows"]}), flush=True)
         if args.json is not None:
             write_atomically(args.json, (json.dumps(results, indent=2) + "\n").encode())
     return 0 if all(r["passed"] for r in results.values()) else 1

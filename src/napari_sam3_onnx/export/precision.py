@@ -63,8 +63,11 @@ def add_precision_arguments(p: argparse.ArgumentParser, default: str = "fp32") -
     p.add_argument("--int8-method", choices=("dynamic", "weight-only"), default=None,
                    help="int8 custom: dynamic (int8 arithmetic, the default) or weight-only "
                         "(int8 weights, fp32 arithmetic)")
-    p.add_argument("--int8-weights", choices=("u8", "s8-7bit"), default="u8",
-                   help="int8 dynamic: unsigned full-range weights (default) or signed 7-bit "
+    p.add_argument("--int8-weights", choices=("auto", "s8", "u8", "s8-7bit"), default="auto",
+                   help="int8 dynamic: weight format. auto (default): full-range signed s8 "
+                        "where this CPU has VNNI (AVX-512 VNNI, AVX-VNNI, AMX), unsigned u8 "
+                        "where it has only AVX2 (s8 saturates there); s8-7bit: signed 7-bit. "
+                        "Export on the CPU class that will run the bundle, or name the format "
                         "(see export.quantize)")
     p.add_argument("--int8-last-blocks", type=int, default=0,
                    help="int8: keep the last N transformer blocks of each graph fp32")
@@ -86,14 +89,33 @@ def add_precision_arguments(p: argparse.ArgumentParser, default: str = "fp32") -
                    help="exporter only: keep the fp32 reference bundle here")
 
 
+def int8_weights_for(request: str) -> tuple[str, str]:
+    """The int8 weight format for ``--int8-weights`` and why: ``auto`` reads this CPU's flags.
+
+    Returns
+    -------
+    tuple of str
+        ``("s8", "auto: AMD EPYC: avx2 avx512f avx512_vnni ...")`` or ``("u8", "named")``.
+    """
+    if request != "auto":
+        return request, "named"
+    from ..models.cpu_features import best_int8_format, cpu_features
+
+    cpu = cpu_features()
+    return best_int8_format(cpu), f"auto: {cpu.summary()}"
+
+
 def run_precision(args: argparse.Namespace, fp32: Path, out: Path) -> int:
     """Convert ``fp32`` to ``out`` as ``args`` say, gate it, report; 1 (removed) if gated out."""
     graphs = [g for g in (args.graphs or ",".join(DEFAULT_GRAPHS)).split(",") if g]
     exclude = None if args.int8_exclude is None else [
         f for f in args.int8_exclude.split(",") if f]
+    weights, why = int8_weights_for(getattr(args, "int8_weights", "auto"))
+    if args.precision == "int8":
+        print(f"int8 weights: {weights} ({why})", flush=True)
     int8_options = {"last_blocks": args.int8_last_blocks, "exclude": exclude,
                     "token_table": getattr(args, "int8_token_table", "fp16"),
-                    "weights": getattr(args, "int8_weights", "u8")}
+                    "weights": weights}
     if args.precision == "int8" and getattr(args, "int8_candidates", "custom") == "search":
         return _search(args, fp32, out, int8_options)
     if args.precision == "fp16":

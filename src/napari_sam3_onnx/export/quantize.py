@@ -5,13 +5,17 @@ Two methods, both on the linear layers only (``MatMul`` with a constant weight, 
 * ``dynamic`` (default): ``quantize_dynamic`` with **per-channel** weights and activations
   quantised per call (``DynamicQuantizeLinear``); onnxruntime fuses each into
   ``DynamicQuantizeMatMul`` and runs it with integer kernels. Per-tensor weights were tried
-  first: 20 % feature error on the full encoder. The weights are ``u8`` (unsigned, full 8-bit
-  range; the default) or ``s8-7bit`` (signed, 7-bit range). On x86 CPUs without VNNI (AVX2,
-  this project's machines) onnxruntime multiplies u8 x s8 pairs into saturating 16-bit lanes,
-  so full-range signed weights overflow (toy chain: 9.7 % output error) and need the 7-bit
-  range; its u8 x u8 kernel does not saturate (measured), so unsigned weights keep all 8 bits
-  (reduced encoder: 1.3 % feature error against 2.0 % for 7-bit signed; full depth 2.7 %
-  against 4.3 %, 10 % slower; ``tests/test_export_candidates.py``);
+  first: 20 % feature error on the full encoder. The weights are ``s8`` (signed, full 8-bit
+  range), ``u8`` (unsigned, full range) or ``s8-7bit`` (signed, 7-bit range); the exporter's
+  ``--int8-weights auto`` picks s8 or u8 for the CPU it runs on
+  (:func:`~napari_sam3_onnx.models.cpu_features.best_int8_format`). On x86 CPUs without VNNI
+  (AVX2 only) onnxruntime multiplies u8 x s8 pairs into saturating 16-bit lanes, so full-range
+  signed weights overflow there (toy chain: 9.7 % output error) and need the 7-bit range; its
+  u8 x u8 kernel does not saturate (measured), so unsigned weights keep all 8 bits (reduced
+  encoder: 1.3 % feature error against 2.0 % for 7-bit signed; full depth 2.7 % against 4.3 %,
+  10 % slower; ``tests/test_export_candidates.py``). With VNNI (AVX-512 VNNI, AVX-VNNI, AMX) the
+  products are summed in 32 bits: full-range s8 is exact and the fastest (issue 28: 2.14x fp32
+  against u8's 1.46x on an AVX-512 VNNI EPYC);
 * ``weight-only``: ``MatMulNBits`` 8-bit blocks of 32, accuracy level 1 (the weights stored
   int8 and widened to fp32 for fp32 arithmetic): the least error, int8 storage, fp32 speed.
   onnxruntime's quantiser converts ``MatMul`` only; a ``Gemm`` stays fp32.
@@ -33,7 +37,7 @@ from pathlib import Path
 
 METHODS = ("dynamic", "weight-only")
 #: Weight formats of the ``dynamic`` method (see the module doc).
-WEIGHT_FORMATS = ("u8", "s8-7bit")
+WEIGHT_FORMATS = ("s8", "u8", "s8-7bit")
 #: How a constant ``Gather`` table (the text encoder's token embedding) is stored.
 TABLE_STORAGE = ("fp16", "int8", "fp32")
 #: Name fragments of linear layers kept fp32 by default (projections into the heads).
@@ -101,8 +105,8 @@ def quantize_graph(src: Path | str, dst: Path | str, *, method: str = "dynamic",
     (unchanged). One scale for 50 M values is coarse: on the reduced model the int8 table
     alone gives 1.4 % text-feature error, all int8 linear layers 0.4 %, so ``"fp16"`` is what
     :func:`.precision.to_int8` asks for.
-    ``weights``: ``u8`` (full 8-bit unsigned) or ``s8-7bit`` (signed, 7-bit range) for the
-    ``dynamic`` method; why u8 is the default is in the module doc.
+    ``weights``: ``s8`` (full 8-bit signed: CPUs with VNNI), ``u8`` (full 8-bit unsigned: AVX2
+    CPUs) or ``s8-7bit`` (signed, 7-bit range) for the ``dynamic`` method; see the module doc.
 
     Returns what was done: method, quantised and excluded node counts, the excluded names.
     """

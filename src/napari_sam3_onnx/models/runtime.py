@@ -1,8 +1,14 @@
-"""The one place that creates ONNX Runtime sessions.
+"""The one place that creates the sessions that run a bundle's graphs.
 
 Execution providers are chosen here (automatic, or a user's list), threads and memory options are
 set on purpose, sessions are created lazily (a workflow that never uses the language encoder never
 loads its 1.4 GB), and every run asks only for the outputs its caller uses.
+
+Two runtimes sit behind :class:`LazySession`: onnxruntime (the default, always installed) and,
+when the device asked for is ``"OpenVINO CPU"`` or ``"OpenVINO CPU bf16"``, OpenVINO's own
+(:mod:`.openvino_runtime`, the optional ``[openvino]`` extra). A graph OpenVINO cannot compile
+(or an OpenVINO that is not installed) falls back to onnxruntime's CPU provider, per graph, with a
+warning that names the graph and the reason.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import onnxruntime as ort
 
 from .errors import CorruptModelError
 from .graph_info import GraphSignature, check_external_data, read_signature
+from .openvino_runtime import CACHE_SUBDIR, OpenVinoSession, device_name, openvino_precision
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,24 @@ PROVIDER_ALIASES = {
 }
 
 
+def device_label(request: str | Sequence[str] = "auto") -> str:
+    """The runtime a device request runs on: ``"OpenVINO CPU bf16"`` or the first provider."""
+    precision = openvino_precision(request)
+    return device_name(precision) if precision else resolve_providers(request)[0]
+
+
+def approximate_arithmetic(adapter: object) -> str | None:
+    """``"bf16"`` if any graph session of ``adapter`` asks OpenVINO for bf16, else None.
+
+    Embeddings computed that way are not fp32's: embedding stores key them apart
+    (:meth:`~napari_sam3_onnx.engine.store.keys.BundleTag.for_folder`).
+    """
+    for value in vars(adapter).values():
+        if isinstance(value, LazySession) and value.config.openvino == "bf16":
+            return "bf16"
+    return None
+
+
 def available_providers() -> list[str]:
     """Providers the installed onnxruntime build offers (CPU is always among them)."""
     return list(ort.get_available_providers())
@@ -52,7 +77,11 @@ def resolve_providers(request: str | Sequence[str] = "auto") -> list[str]:
 
     ``"auto"`` picks the best available of :data:`AUTO_PROVIDERS`. A provider that this
     onnxruntime build lacks is dropped with a warning; CPU is always appended as the fallback.
+    An OpenVINO device (``"OpenVINO CPU"``, see :mod:`.openvino_runtime`) gives onnxruntime's
+    CPU provider: what a graph that OpenVINO cannot compile falls back to.
     """
+    if openvino_precision(request) is not None:
+        return ["CPUExecutionProvider"]
     available = available_providers()
     if isinstance(request, str):
         if request == "auto":
@@ -92,12 +121,28 @@ class RuntimeConfig:
         peak from 5.65 GB to 8.2 GB at the same speed (docs/performance.md).
     graph_optimization : {"all", "extended", "basic", "disable"}
         Lower it if a tracker graph misbehaves after ORT's fusions (reported on CPU).
+    cache_dir : Path, optional
+        Where OpenVINO caches compiled graphs (default: ``openvino-cache`` in the data folder).
     """
 
     providers: str | tuple[str, ...] = "auto"
     intra_op_threads: int = 0
     cpu_mem_arena: bool = False
     graph_optimization: str = "all"
+    cache_dir: Path | None = None
+
+    @property
+    def openvino(self) -> str | None:
+        """The OpenVINO inference precision (``"f32"``, ``"bf16"``), None for onnxruntime."""
+        return openvino_precision(self.providers)
+
+    def openvino_cache(self) -> Path:
+        """The compiled-model cache folder (:attr:`cache_dir` or the data folder's)."""
+        if self.cache_dir is not None:
+            return Path(self.cache_dir)
+        from .registry import home_dir
+
+        return home_dir() / CACHE_SUBDIR
 
     def session_options(self) -> ort.SessionOptions:
         """Build the onnxruntime session options."""
@@ -120,13 +165,21 @@ class LazySession:
 
     The graph's signature (names, dtypes, shapes) is read from the file header at once, so
     geometry and layout checks cost nothing; the weights load on the first :meth:`run`.
+
+    Attributes
+    ----------
+    fallback : str or None
+        Why this graph runs on onnxruntime although the config asked for OpenVINO (None if it
+        did not ask, or if OpenVINO compiled it).
     """
 
     path: Path
     config: RuntimeConfig = field(default_factory=RuntimeConfig)
     signature: GraphSignature = field(init=False)
     runs: int = field(default=0, init=False)
-    _session: ort.InferenceSession | None = field(default=None, init=False, repr=False)
+    fallback: str | None = field(default=None, init=False)
+    _session: ort.InferenceSession | OpenVinoSession | None = field(default=None, init=False,
+                                                                    repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -139,20 +192,47 @@ class LazySession:
         return self._session is not None
 
     @property
-    def session(self) -> ort.InferenceSession:
-        """The onnxruntime session, created on first access (thread-safe)."""
+    def session(self) -> ort.InferenceSession | OpenVinoSession:
+        """The session, created on first access (thread-safe).
+
+        OpenVINO's where the config asks for it and OpenVINO compiles the graph, else
+        onnxruntime's.
+        """
         with self._lock:
             if self._session is None:
                 check_external_data(self.signature)
-                providers = resolve_providers(self.config.providers)
-                log.info("loading %s on %s", self.path.name, providers)
-                try:
-                    self._session = ort.InferenceSession(
-                        str(self.path), self.config.session_options(), providers=providers
-                    )
-                except Exception as exc:  # onnxruntime raises bare RuntimeError/Fail
-                    raise CorruptModelError(self.path, str(exc).splitlines()[0][:300]) from exc
+                self._session = self._openvino() or self._onnxruntime()
             return self._session
+
+    def _openvino(self) -> OpenVinoSession | None:
+        """The graph compiled by OpenVINO, or None (onnxruntime's then, with a warning)."""
+        precision = self.config.openvino
+        if precision is None:
+            return None
+        log.info("compiling %s for %s", self.path.name, device_name(precision))
+        try:
+            return OpenVinoSession(self.path, precision, self.config.intra_op_threads,
+                                   self.config.openvino_cache())
+        except ImportError:
+            reason = "openvino is not installed (pip install 'napari-sam3-onnx[openvino]')"
+        except Exception as exc:  # OpenVINO raises RuntimeError/OpConversionFailure/...
+            reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
+        self.fallback = reason
+        warnings.warn(f"{self.path.name}: {device_name(precision)} cannot run this graph "
+                      f"({reason}); it runs on onnxruntime's CPU provider instead.",
+                      RuntimeWarning, stacklevel=4)
+        return None
+
+    def _onnxruntime(self) -> ort.InferenceSession:
+        """The onnxruntime session."""
+        providers = resolve_providers(self.config.providers)
+        log.info("loading %s on %s", self.path.name, providers)
+        try:
+            return ort.InferenceSession(
+                str(self.path), self.config.session_options(), providers=providers
+            )
+        except Exception as exc:  # onnxruntime raises bare RuntimeError/Fail
+            raise CorruptModelError(self.path, str(exc).splitlines()[0][:300]) from exc
 
     @property
     def providers(self) -> list[str]:

@@ -9,7 +9,14 @@ import json
 from pathlib import Path
 
 from napari_sam3_onnx.models.base import Capability, SamAdapter
+from napari_sam3_onnx.models.cpu_features import (
+    bundle_int8_weights,
+    cpu_features,
+    int8_format_warning,
+)
 from napari_sam3_onnx.models.errors import Sam3OnnxError
+from napari_sam3_onnx.models.gate_verdicts import verdict_words, workflow_verdicts
+from napari_sam3_onnx.models.openvino_runtime import openvino_precision
 
 TOY_NOTE = ("TOY TEST MODEL: tiny hand-written graphs that outline bright blobs, so every tab "
             "can be tried on the sample. It is not SAM 3; load real SAM 3 weights for real work.")
@@ -48,6 +55,27 @@ def bundle_precision(folder: Path) -> str | None:
         pass
     spec = _registered(folder)
     return spec.precision if spec is not None else None
+
+
+def cpu_path_notes(folder: Path, device: str) -> str:
+    """Warnings for the CPU path: an int8 format slow or inexact on this CPU, bf16's error.
+
+    ``""`` when there is nothing to say; otherwise HTML lines for the model section.
+    """
+    notes = []
+    if device not in ("cuda", "tensorrt", "coreml", "dml", "directml"):
+        warning = int8_format_warning(bundle_int8_weights(folder), cpu_features())
+        if warning:
+            notes.append(f"<b style='color:orange'>int8 on this CPU:</b> {warning}")
+    verdicts = workflow_verdicts(folder)
+    if verdicts is not None and not all(verdicts.values()):
+        notes.append(f"Decision gate against fp32: {verdict_words(verdicts)}. For the "
+                     "workflows it fails (or did not run), fp32's answers may differ: use the "
+                     "fp32 bundle for them.")
+    if openvino_precision(device) == "bf16":
+        notes.append("bf16 arithmetic: faster, not exact (about 1.5 % feature error measured "
+                     "on SAM 3); choose OpenVINO CPU for fp32's answers.")
+    return "".join(f"<br>{n}" for n in notes)
 
 
 def bundle_name(folder: Path, toy: bool = False) -> str:

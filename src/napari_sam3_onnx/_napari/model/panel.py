@@ -36,6 +36,7 @@ from napari_sam3_onnx._napari.model.bundle_words import (
     bundle_name,
     bundle_precision,
     check_usable,
+    cpu_path_notes,
     model_line,
 )
 from napari_sam3_onnx._napari.model.store_check import StoreCheck, checking_text
@@ -45,11 +46,12 @@ from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.models.base import Capability, SamAdapter
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import Sam3OnnxError
+from napari_sam3_onnx.models.openvino_runtime import openvino_devices
 from napari_sam3_onnx.models.runtime import (
     PROVIDER_ALIASES,
     RuntimeConfig,
     available_providers,
-    resolve_providers,
+    device_label,
 )
 
 
@@ -65,9 +67,13 @@ NOT_LOCAL = frozenset({"AzureExecutionProvider"})
 
 
 def device_choices() -> list[str]:
-    """``"auto"`` plus the short names of the local providers this onnxruntime offers."""
+    """``"auto"``, the local providers of this onnxruntime, then OpenVINO's devices.
+
+    OpenVINO's where ``openvino`` is installed (its bf16 device where the CPU has bf16).
+    """
     short = {full: alias for alias, full in reversed(list(PROVIDER_ALIASES.items()))}
-    return ["auto", *[short.get(p, p) for p in available_providers() if p not in NOT_LOCAL]]
+    return ["auto", *[short.get(p, p) for p in available_providers() if p not in NOT_LOCAL],
+            *openvino_devices()]
 
 
 class ModelPanel(QWidget):
@@ -234,9 +240,9 @@ class ModelPanel(QWidget):
             note = "<br>Text only: this bundle has no click or box decoder; use the Text tab."
         if self.toy:
             note += f"<br><b style='color:orange'>{TOY_NOTE}</b>"
-        line = model_line(adapter, bundle_precision(folder),
-                          resolve_providers(self.device.currentText()), self.toy)
-        self._line = f"{line}{note}"
+        device = self.device.currentText()
+        line = model_line(adapter, bundle_precision(folder), [device_label(device)], self.toy)
+        self._line = f"{line}{note}{cpu_path_notes(folder, device)}"
         self._hand_on()
         return adapter
 

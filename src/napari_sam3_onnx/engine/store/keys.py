@@ -69,14 +69,19 @@ class BundleTag:
         return {"layout": self.layout, "weights": self.weights}
 
     @classmethod
-    def for_folder(cls, folder: Path | str, layout: str, bundle_id: str | None = None) -> BundleTag:
+    def for_folder(cls, folder: Path | str, layout: str, bundle_id: str | None = None,
+                   arithmetic: str | None = None) -> BundleTag:
         """The tag of a bundle folder, by the content of its files.
 
         The first call hashes every file an adapter may read (seconds for a full bundle);
-        later calls read the cached digests of the files that did not change.
+        later calls read the cached digests of the files that did not change. ``arithmetic``:
+        an approximate arithmetic the runtime uses instead of the graphs' own (``"bf16"``:
+        OpenVINO's bf16 inference precision); its embeddings differ from fp32's, so it is part
+        of the identity and a store never mixes the two.
         """
         folder = Path(folder)
-        return cls(bundle_id or folder.name, layout, bundle_digest(folder))
+        digest = bundle_digest(folder) + (f"+{arithmetic}-arithmetic" if arithmetic else "")
+        return cls(bundle_id or folder.name, layout, digest)
 
 
 @dataclass(frozen=True)

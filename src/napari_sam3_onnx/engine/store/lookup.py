@@ -42,6 +42,7 @@ from napari_sam3_onnx.engine.store.embedding_store import (
 )
 from napari_sam3_onnx.engine.store.precompute import StoreBackedEncoder
 from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
+from napari_sam3_onnx.models.runtime import approximate_arithmetic
 
 
 def same_model_input(
@@ -193,6 +194,6 @@ def open_lookup_encoder(
         raise StoreError(f"No embedding store at {path}: choose the folder 'napari-sam3-onnx "
                          "precompute --store' wrote, or allow adding new embeddings to start "
                          "a new store there.")
-    tag = BundleTag.for_folder(folder, adapter.layout)
+    tag = BundleTag.for_folder(folder, adapter.layout, arithmetic=approximate_arithmetic(adapter))
     opened = EmbeddingStore(path, tag, None, "a" if write else "r")
     return LookupStoreEncoder(adapter, opened, cache, model_id, image_name)
