@@ -104,8 +104,8 @@ def graph_cache_dir(root: Path, path: Path, data_files: Sequence[str] = ()) -> P
 
     ``root / <graph path digest> / <files digest>``: the second part changes whenever the
     ``.onnx`` or one of its external ``data_files`` (names beside it) is rewritten (size,
-    modification or change time, inode); other versions of the same graph's folder are removed (they are this
-    plugin's own cache, never a user's file).
+    modification or change time, inode); other versions of the same graph's folder are
+    removed (they are this plugin's own cache, never a user's file).
     """
     path = Path(path).resolve()
     files = [path, *sorted({path.parent / name for name in data_files})]
