@@ -40,8 +40,10 @@ from napari_sam3_onnx._napari.automatic.mode import (
     tracked_job,
     tracked_message,
 )
-from napari_sam3_onnx._napari.automatic.output import AutoOutput
+from napari_sam3_onnx._napari.automatic.output import AutoOutput, nothing_found
 from napari_sam3_onnx._napari.automatic.tiling_note import bracketed, tiling_note
+from napari_sam3_onnx._napari.hints import contrast_hint
+from napari_sam3_onnx._napari.pacing import Activity, Pacer
 from napari_sam3_onnx._napari.panels import DockHost, follow_dock
 from napari_sam3_onnx._napari.qt_widgets import double_spin_box, spin_box, wrapped_label
 from napari_sam3_onnx._napari.text.controls import ScopeControl
@@ -114,6 +116,9 @@ class AutoPanel(QWidget):
         self._note = ""  # what the run's tiling is (tiling_note), said when it ends
         self._job: TrackedJob | None = None  # the tracked run's planes (None: per plane)
         self._tracked: TrackedRun | None = None  # what the tracked run returned
+        self._pacer = Pacer(self._apply_planes, parent=self)
+        self._activity: Activity | None = None
+        self._run_info: tuple = ()  # (settings, first slice's ref) of the run
         self.explain = wrapped_label(NO_MODEL)
         self.mode = ModeControl()
         self.mode.mode.currentIndexChanged.connect(lambda _i: self._mode_changed())
@@ -190,7 +195,7 @@ class AutoPanel(QWidget):
         idle = not self.running
         self.run_button.setEnabled(reason is None and idle)
         self.cancel_button.setEnabled(self.running)
-        held = self.output is not None and idle and bool(self.output.planes)
+        held = self.output is not None and idle and self.output.objects > 0
         self.commit_button.setEnabled(held)
         self.discard_button.setEnabled(self.output is not None and idle)
         image = self.host.session.image
@@ -249,6 +254,7 @@ class AutoPanel(QWidget):
         self._note = tiling_note(encoder.adapter, refs[0].plane_shape, tiling,
                                  "on the key slice" if job is not None else "per plane")
         self._job, self._tracked, self._total = job, None, len(refs)
+        self._run_info = (settings, refs[0])
         self.progress.setRange(0, len(refs))
         self.progress.setValue(0)
         self.progress.setVisible(True)
@@ -258,9 +264,9 @@ class AutoPanel(QWidget):
                     self.settings.link_value, 1, tiling, self._cancel.is_set)
         else:
             work = (iter_tracked, self.host.model.workspace, job, settings, self._cancel)
+        self._activity = Activity(len(refs), "SAM automatic")
         self._worker = create_worker(
-            *work, _progress={"total": len(refs), "desc": "SAM automatic"},
-            _connect={"yielded": self._on_plane, "returned": self._on_returned,
+            *work, _connect={"yielded": self._pacer.push, "returned": self._on_returned,
                       "errored": self._on_error, "finished": self._on_finished},
             _ignore_errors=True, _start_thread=True)
         self.refresh()
@@ -279,14 +285,20 @@ class AutoPanel(QWidget):
             self._cancel.set()
             self._say("Cancelling...")
 
-    def _on_plane(self, step: AutoStep) -> None:
+    def _apply_planes(self, steps: list[AutoStep]) -> None:
+        """Show a batch of finished planes (:class:`~.pacing.Pacer`): one refresh per batch."""
         out = self.output
         if out is None:
             return
-        if not out.add(step.index, step.result):
-            self._cancel.set()
-            self._say("The preview layer was removed; the run stopped.", warn=True)
-            return
+        for step in steps:
+            if not out.add(step.index, step.result, refresh=False):
+                self._cancel.set()
+                self._say("The preview layer was removed; the run stopped.", warn=True)
+                return
+        out.refresh()
+        if self._activity is not None:
+            self._activity.advance(len(steps))
+        step = steps[-1]
         self.progress.setValue(step.done)
         tiles = f" on {step.tiles} tiles" if step.tiles > 1 else ""
         self.status.setText(f"{layers.index_label(out.image, step.index)}: "
@@ -301,6 +313,10 @@ class AutoPanel(QWidget):
         self._say(workers.describe(exc), warn=True)
 
     def _on_finished(self) -> None:
+        self._pacer.flush()
+        if self._activity is not None:
+            self._activity.close()
+            self._activity = None
         self._worker = None
         self.progress.setVisible(False)
         out, job = self.output, self._job
@@ -310,14 +326,21 @@ class AutoPanel(QWidget):
         elif out is not None:
             head = (f"Cancelled after {len(out.planes)} of {self._total} slice(s). "
                     if len(out.planes) < self._total else "")
-            self._say(f"{head}{out.objects} object(s) in the preview{bracketed(self._note)}; "
-                      "Commit writes them (one undo step), Discard drops them.")
+            settings, ref = self._run_info
+            if out.planes and not out.objects:
+                self._say(head + nothing_found(settings, len(out.planes), contrast_hint(ref)))
+            else:
+                self._say(f"{head}{out.objects} object(s) in the preview{bracketed(self._note)}; "
+                          "Commit writes them (one undo step), Discard drops them.")
         self.refresh()
 
     def commit(self) -> None:
         """Write the preview into the target layer as one undo step."""
         out = self.output
         if out is None or self.running or not out.planes:
+            return
+        if not out.objects:  # never an empty layer
+            self._say("The preview holds no object: nothing to commit.", warn=True)
             return
         layer, n = out.commit(self.target.currentData())
         self.output = None

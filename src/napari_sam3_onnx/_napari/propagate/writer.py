@@ -78,8 +78,11 @@ class RunWriter:
         """The full leading index of slice ``k`` along the walked axis."""
         return lead_index(self.axis, self.fixed, k)
 
-    def write(self, k: int, outputs: Mapping[int, SliceOutput]) -> None:
-        """Write slice ``k``'s outputs (``{object id: SliceOutput}``)."""
+    def write(self, k: int, outputs: Mapping[int, SliceOutput], refresh: bool = True) -> None:
+        """Write slice ``k``'s outputs (``{object id: SliceOutput}``).
+
+        ``refresh=False`` leaves the redraw to the caller (one per batch of slices).
+        """
         if self.closed or not outputs:
             return
         for oid in outputs:
@@ -94,7 +97,7 @@ class RunWriter:
         if not self.overwrite:
             ok &= (new == 0) | (new == owner)
         new[ok] = owner[ok]
-        self._apply(k, lead, plane, new)
+        self._apply(k, lead, plane, new, refresh)
 
     def clear(self, k: int, ids: Collection[int]) -> None:
         """Remove objects ``ids`` from slice ``k`` (a re-run's slices it no longer reaches)."""
@@ -105,7 +108,8 @@ class RunWriter:
         new = np.where(np.isin(plane, list(ids)), 0, plane).astype(plane.dtype)
         self._apply(k, lead, plane, new)
 
-    def _apply(self, k: int, lead: tuple[int, ...], plane: np.ndarray, new: np.ndarray) -> None:
+    def _apply(self, k: int, lead: tuple[int, ...], plane: np.ndarray, new: np.ndarray,
+               refresh: bool = True) -> None:
         changed = new != plane
         if not changed.any():
             return
@@ -116,7 +120,8 @@ class RunWriter:
         self._before.append(plane[changed])
         self._after.append(new[changed])
         self.written.add(int(k))
-        self.target.refresh()
+        if refresh:
+            self.target.refresh()
 
     @property
     def changed_pixels(self) -> int:

@@ -85,6 +85,7 @@ class TextOutput:
         self.new = target is None
         self.pending: list[tuple[tuple[int, ...], SliceResult]] = []
         self.instances: list[Instance] = []
+        self._unlisted: list[Instance] = []  # written, not yet in the features table
         self.planes = 0
         if target is None:
             target = viewer.add_labels(np.zeros(plane_shape(image), np.int32),
@@ -99,8 +100,11 @@ class TextOutput:
         """Whether the layer is still in the viewer."""
         return self.layer in self.viewer.layers
 
-    def add(self, index: tuple[int, ...], result: SliceResult) -> bool:
-        """Take one finished plane; False if the layer was removed from the viewer meanwhile."""
+    def add(self, index: tuple[int, ...], result: SliceResult, refresh: bool = True) -> bool:
+        """Take one finished plane; False if the layer was removed from the viewer meanwhile.
+
+        ``refresh=False`` leaves the redraw to :meth:`refresh` (one per batch of planes).
+        """
         if not self.alive:
             return False
         self.planes += 1
@@ -110,13 +114,22 @@ class TextOutput:
         if result.instances:
             self.layer.data[tuple(index)] = result.labels
             self.instances += result.instances
-            append_features(self.layer, feature_rows(result.instances, self.image))
-            self.layer.refresh()
+            self._unlisted += result.instances
+            if refresh:
+                self.refresh()
         return True
+
+    def refresh(self) -> None:
+        """List the planes added since the last call and redraw the layer (one table update)."""
+        if self.alive and self.new and self._unlisted:
+            append_features(self.layer, feature_rows(self._unlisted, self.image))
+            self._unlisted = []
+            self.layer.refresh()
 
     def finish(self) -> list[Instance]:
         """Write what is held (existing layer: one undo step); returns the instances written."""
         if self.new or not self.pending or not self.alive:
+            self.refresh()
             self.pending = []
             return self.instances
         layer, data = self.layer, self.layer.data

@@ -34,6 +34,7 @@ from qtpy.QtWidgets import (
 from napari_sam3_onnx._napari import layers, workers
 from napari_sam3_onnx._napari.compact import compact, compact_combo
 from napari_sam3_onnx._napari.hints import contrast_hint
+from napari_sam3_onnx._napari.pacing import Activity, Pacer
 from napari_sam3_onnx._napari.panels import DockHost, follow_dock
 from napari_sam3_onnx._napari.text.controls import FloorControl, ScopeControl
 from napari_sam3_onnx._napari.text.inputs import (
@@ -98,6 +99,8 @@ class TextPanel(QWidget):
         self.output: TextOutput | None = None
         self.messages: list[str] = []
         self._state = RunControl()
+        self._pacer = Pacer(self._apply_slices, parent=self)
+        self._activity: Activity | None = None
         self._reason: str | None = NO_MODEL
 
         self.explain = QLabel(NO_MODEL)
@@ -283,11 +286,11 @@ class TextPanel(QWidget):
         self.refresh()
         self._say(f"Searching {len(run.refs)} slice(s) of '{output.image.name}' for "
                   f"{', '.join(run.concepts) or 'the exemplars'}...")
+        self._activity = Activity(len(run.refs), "SAM text search")
         self._state.worker = create_worker(
             iter_search, self.workspace, run.refs, run.concepts, **options,
             cancelled=self._state.cancel.is_set, warn_long=False,
-            _progress={"total": len(run.refs), "desc": "SAM text search"},
-            _connect={"yielded": self._on_slice, "errored": self._on_error,
+            _connect={"yielded": self._pacer.push, "errored": self._on_error,
                       "finished": self._on_finished},
             _ignore_errors=True, _start_thread=True)
 
@@ -297,17 +300,22 @@ class TextPanel(QWidget):
             self._state.stop()
             self._say("Cancelling: the slice in progress finishes first.")
 
-    def _on_slice(self, done: SearchStep) -> None:
+    def _apply_slices(self, steps: list[SearchStep]) -> None:
+        """Write a batch of finished slices (:class:`~.pacing.Pacer`): one refresh per batch."""
         out = self.output
         if out is None:
             return
-        if done.min_score is not None:
-            if self.floor.cut != done.min_score:
+        for done in steps:
+            if done.min_score is not None and self.floor.cut != done.min_score:
                 self.floor.set_cut(done.min_score)
-        if not out.add(done.index, done.result):
-            self._state.stop()
-            self._say(f"'{out.layer.name}' was removed; the search stopped.", warn=True)
-            return
+            if not out.add(done.index, done.result, refresh=False):
+                self._state.stop()
+                self._say(f"'{out.layer.name}' was removed; the search stopped.", warn=True)
+                return
+        out.refresh()
+        if self._activity is not None:
+            self._activity.advance(len(steps))
+        done = steps[-1]
         self.progress.setValue(done.done)
         self.status.setText(f"{layers.index_label(out.image, done.index)}: "
                             f"{len(done.result.instances)} instance(s); "
@@ -317,6 +325,10 @@ class TextPanel(QWidget):
         self._say(workers.describe(exc), warn=True)
 
     def _on_finished(self) -> None:
+        self._pacer.flush()
+        if self._activity is not None:
+            self._activity.close()
+            self._activity = None
         out, run = self.output, self._run
         if out is None:
             return
