@@ -9,9 +9,11 @@ from napari_sam3_onnx.models.bundle import open_bundle
 
 
 def test_remote_providers_are_not_offered(monkeypatch):
-    monkeypatch.setattr(model_panel, "available_providers", lambda: [
+    from napari_sam3_onnx._napari.model import opener
+
+    monkeypatch.setattr(opener, "available_providers", lambda: [
         "AzureExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"])
-    assert model_panel.device_choices() == ["auto", "cuda", "cpu"]
+    assert opener.device_choices() == ["auto", "cuda", "cpu"]
 
 
 def test_model_line_names_family_capabilities_precision_and_device(hf_bundle):

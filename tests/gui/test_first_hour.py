@@ -1,0 +1,76 @@
+"""A new user's first hour (issue 27): no stall on load, markers that show what is sent, no silence.
+
+The dock is opened the napari way; the shipped toy is the model.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from qtpy.QtCore import Qt
+from qtpy.QtWidgets import QPushButton
+
+pytest.importorskip("onnx")
+
+from napari_sam3_onnx._napari.launch import PLUGIN, WIDGET
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def toy_folder():
+    from napari_sam3_onnx.models.download import download_bundle
+    from napari_sam3_onnx.models.registry import get_bundle
+
+    return download_bundle(get_bundle("toy"))
+
+
+@pytest.fixture
+def sample_dock(make_napari_viewer):
+    viewer = make_napari_viewer()
+    viewer.open_sample(PLUGIN, "synthetic_nuclei")
+    _dock, widget = viewer.window.add_plugin_dock_widget(PLUGIN, WIDGET)
+    return viewer, widget
+
+
+def test_browse_opens_the_bundle_and_reads_its_tokenizer_in_a_worker(sample_dock, toy_folder,
+                                                                      qtbot, monkeypatch):
+    from napari_sam3_onnx._napari.model import panel as model_panel
+    from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
+
+    _viewer, w = sample_dock
+    threads = {"open": [], "tokenizer": []}
+    opener, reader = model_panel.open_checked, ClipTokenizer.from_folder.__func__
+
+    def open_checked(*args):
+        threads["open"].append(threading.current_thread())
+        return opener(*args)
+
+    def from_folder(cls, *args, **kwargs):
+        threads["tokenizer"].append(threading.current_thread())
+        return reader(cls, *args, **kwargs)
+
+    monkeypatch.setattr(model_panel, "open_checked", open_checked)
+    monkeypatch.setattr(ClipTokenizer, "from_folder", classmethod(from_folder))
+    monkeypatch.setattr(model_panel.QFileDialog, "getExistingDirectory",
+                        staticmethod(lambda *a, **k: str(toy_folder)))
+    browse = next(b for b in w.model.findChildren(QPushButton) if b.text() == "Browse...")
+    qtbot.mouseClick(browse, Qt.MouseButton.LeftButton)
+    assert w.model.adapter is None and "Opening" in w.model.info.text()  # not opened yet
+    qtbot.waitUntil(lambda: w.model.adapter is not None, timeout=20000)
+    w.tabs.setCurrentWidget(w.panels["Text"])  # the Text tab needs the tokenizer
+    assert w.panels["Text"].run_button.isEnabled()
+    main = threading.main_thread()
+    assert threads["open"] and all(t is not main for t in threads["open"]), threads
+    assert threads["tokenizer"] and all(t is not main for t in threads["tokenizer"]), threads
+
+
+def test_a_later_pick_supersedes_a_load_still_opening(sample_dock, toy_folder, qtbot, tmp_path):
+    _viewer, w = sample_dock
+    w.model.load_in_background(tmp_path)  # not a bundle: would fail
+    w.model.load_in_background(toy_folder)
+    qtbot.waitUntil(lambda: w.model.adapter is not None, timeout=20000)
+    qtbot.wait(200)
+    assert w.model.adapter is not None and "Not loaded" not in w.model.info.text()
