@@ -74,3 +74,37 @@ def test_a_later_pick_supersedes_a_load_still_opening(sample_dock, toy_folder, q
     qtbot.waitUntil(lambda: w.model.adapter is not None, timeout=20000)
     qtbot.wait(200)
     assert w.model.adapter is not None and "Not loaded" not in w.model.info.text()
+
+
+def _symbols(points) -> list[str]:
+    return [getattr(s, "value", s) for s in points.symbol]
+
+
+def test_t_after_a_click_keeps_that_points_symbol_and_polarity(sample_dock, qtbot):
+    from .gui_helpers import Mouse, settle
+
+    viewer, w = sample_dock
+    w.model.load_toy()
+    lay = w.session.layers
+    viewer.layers.selection.active = lay.points
+    lay.points.mode = "add"
+    z = int(viewer.dims.current_step[0])
+    mouse = Mouse(viewer, qtbot)
+    keys = viewer.window._qt_viewer._key_map_handler
+
+    def click(r, c):
+        pos = mouse.at(r, c)
+        mouse.canvas.events.mouse_press(pos=pos, modifiers=(), button=1)
+        mouse.canvas.events.mouse_release(pos=pos, modifiers=(), button=1)
+        settle(qtbot, w.session, timeout=10000)
+
+    click(60, 100)
+    assert len(lay.points.data) == 1 and lay.points.data[0][0] == z
+    keys.press_key("t")  # the next click is negative
+    assert _symbols(lay.points) == ["disc"]  # the point placed stays what it is: positive
+    assert list(lay.points.features["positive"]) == [True]
+    click(70, 120)
+    assert _symbols(lay.points) == ["disc", "cross"]
+    assert list(lay.points.features["positive"]) == [True, False]
+    keys.press_key("t")
+    assert _symbols(lay.points) == ["disc", "cross"]
