@@ -108,3 +108,31 @@ def test_t_after_a_click_keeps_that_points_symbol_and_polarity(sample_dock, qtbo
     assert list(lay.points.features["positive"]) == [True, False]
     keys.press_key("t")
     assert _symbols(lay.points) == ["disc", "cross"]
+
+
+def test_a_click_with_no_model_says_so(sample_dock, qtbot):
+    from .gui_helpers import settle
+
+    viewer, w = sample_dock
+    assert w.model.adapter is None
+    z = int(viewer.dims.current_step[0])
+    w.session.layers.points.add([z, 60, 100])
+    settle(qtbot, w.session)
+    assert w.session.messages and "No model is loaded" in w.session.messages[-1]
+    assert len(w.session.layers.points.data) == 1  # the click stays for when one is loaded
+
+
+def test_propagation_says_where_another_id_kept_the_objects_pixels(make_widget, qtbot):
+    from .test_propagation_gui import BLOB_A, centre, click, open_tab, run_and_wait, scene
+    from .test_propagation_gui import truth as blob_truth
+
+    viewer, w, panel = open_tab(make_widget, scene(BLOB_A))
+    ids = click(qtbot, viewer, w, 5, centre(BLOB_A, 5))
+    target = w.session.layers.target
+    target.data[6][blob_truth(BLOB_A, 6)] = 9  # the same blob already has id 9 on z=6
+    panel.from_ids.setChecked(True)
+    panel.ids.setText(",".join(map(str, ids)))
+    run_and_wait(qtbot, panel)
+    said = w.status.text()
+    assert "z=6" in said and "id 9" in said and "Overwrite other objects" in said, said
+    assert (target.data[6][blob_truth(BLOB_A, 6)] == 9).all()  # kept, as said
