@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
 import pytest
 from qtpy.QtCore import Qt
 from qtpy.QtWidgets import QPushButton

@@ -382,8 +382,7 @@ class ClickSession:
         (self.notify if warn else self.inform)(message)
 
     def close(self) -> None:
-        """Stop listening to the viewer (the widget going away); safe in any order, twice, and
-        at interpreter exit (Qt may have deleted the timer, the viewer be half torn down)."""
+        """Stop listening to the viewer; safe twice, in any order, at interpreter exit."""
         self.closed = True
         self.generation += 1  # results still on their way are dropped
         self._debounce.stop()  # safe when Qt already deleted its timer

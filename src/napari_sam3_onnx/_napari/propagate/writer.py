@@ -19,7 +19,6 @@ from napari.layers import Labels
 from napari_sam3_onnx.engine.tracking.labels import LabelWriter
 from napari_sam3_onnx.engine.tracking.steps import SliceOutput
 
-
 #: Share of an object's pixels on a slice that other objects may keep before the run says so.
 REFUSED_SHARE = 0.05
 
