@@ -135,3 +135,31 @@ def test_propagation_says_where_another_id_kept_the_objects_pixels(make_widget, 
     said = w.status.text()
     assert "z=6" in said and "id 9" in said and "Overwrite other objects" in said, said
     assert (target.data[6][blob_truth(BLOB_A, 6)] == 9).all()  # kept, as said
+
+
+def test_an_offline_download_fails_at_once_with_a_complete_first_line(sample_dock, qtbot,
+                                                                       monkeypatch, tmp_path):
+    import socket
+
+    from napari_sam3_onnx.models import download
+    from napari_sam3_onnx.models.registry import KNOWN_BUNDLES
+
+    _viewer, w = sample_dock
+    monkeypatch.setenv("NAPARI_SAM3_ONNX_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    said, started = [], []
+    monkeypatch.setattr(w.model, "_notify", said.append)
+
+    def no_network(address, timeout=None, *args, **kwargs):
+        raise socket.gaierror(-3, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(download, "download_bundle", lambda *a, **k: started.append(a))
+    spec = next(s for s in KNOWN_BUNDLES if s.downloadable and not s.builder)
+    w.model.start_download(spec)
+    qtbot.waitUntil(lambda: bool(said), timeout=10000)
+    assert not started  # the library's ~25 s of retries never began
+    first = said[-1][:90]  # what a contracted notification shows
+    assert first.startswith("No connection to ") and spec.title in said[-1], said
+    assert "name resolution" in first
+    qtbot.waitUntil(lambda: w.model.download.isEnabled(), timeout=5000)

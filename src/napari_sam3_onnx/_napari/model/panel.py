@@ -38,6 +38,7 @@ from napari_sam3_onnx._napari.model.bundle_words import (
     model_line,
 )
 from napari_sam3_onnx._napari.model.opener import Opened, device_choices, open_checked
+from napari_sam3_onnx._napari.model.reach import check_reachable
 from napari_sam3_onnx._napari.model.store_check import StoreCheck, checking_text
 from napari_sam3_onnx._napari.model.store_row import StoreRow
 from napari_sam3_onnx.api.workspace import Attachment, Workspace
@@ -200,8 +201,7 @@ class ModelPanel(QWidget):
             return
         self._opening += 1
         ticket, path = self._opening, target[0]
-        self.info.setText(f"Opening {path.name}...")
-        self._inform(f"Opening the bundle in {path}...")
+        self.info.setText(f"Opening {path}...")
 
         def done(opened) -> None:
             if ticket == self._opening:
@@ -248,8 +248,7 @@ class ModelPanel(QWidget):
         detector_only = not adapter.has(Capability.CLICKS)
         name = bundle_name(folder, self.toy)
         self._loaded = (folder, name)
-        self.folder.setText(name)
-        self.folder.setToolTip(str(folder.resolve()))
+        self.folder.setText(name), self.folder.setToolTip(str(folder.resolve()))
         note = "" if not detector_only else "<br>Boxes only: this bundle has no click decoder."
         if detector_only and not adapter.has(Capability.BOXES):
             note = "<br>Text only: this bundle has no click or box decoder; use the Text tab."
@@ -349,6 +348,7 @@ class ModelPanel(QWidget):
         """Download ``spec`` in a worker (progress bar, cancel button), then load it."""
         try:
             from napari_sam3_onnx.models.download import download_bundle
+            from napari_sam3_onnx.models.registry import bundle_dir
         except ImportError as exc:
             self._notify(f"Downloads are not available in this version ({exc}).")
             return
@@ -376,10 +376,17 @@ class ModelPanel(QWidget):
             self.cancel.setVisible(False)
             self.download.setEnabled(True)
 
-        workers.start(download_bundle, spec, None, report, token,
-                      on_result=lambda folder: self._loaded_download(cast(Path, folder)),
-                      on_error=lambda exc: self._notify(workers.describe(exc)),
-                      on_finish=finished)
+        def fetch():  # in the worker: an unreachable server fails at once, not after ~25 s
+            check_reachable(spec, bundle_dir(spec.id))
+            return download_bundle(spec, None, report, token)
+
+        def failed(exc: BaseException) -> None:  # the notification's first line says it all
+            said = workers.describe(exc)
+            self._notify(said if said.startswith("No connection") else
+                         f"Download of {spec.title} failed: {said}")
+
+        workers.start(fetch, on_result=lambda folder: self._loaded_download(cast(Path, folder)),
+                      on_error=failed, on_finish=finished)
 
     def _loaded_download(self, folder: Path) -> None:
         self.load_in_background(folder)
