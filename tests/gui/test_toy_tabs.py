@@ -167,3 +167,29 @@ def test_an_empty_automatic_run_says_why_and_commits_no_layer(opened, qtbot):
     panel.commit()
     assert len(viewer.layers) == before + 1  # only the (empty) preview, no result layer
     assert "SAM automatic" not in viewer.layers
+
+
+def test_text_over_the_stack_links_through_z_and_reruns_reuse_the_layer(opened, qtbot):
+    from napari.layers import Labels
+
+    viewer, w = opened
+    panel = w.panels["Text"]
+    w.tabs.setCurrentWidget(panel)
+    assert panel.link.isChecked() and not panel.link.isHidden()  # on by default for a stack
+    panel.concepts.setText("nucleus")
+    panel.scope.set_mode("all")
+    panel.run()
+    qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    out = viewer.layers[-1]
+    _, truth = synthetic_nuclei()
+    assert len(set(np.unique(out.data)) - {0}) == 6, panel.messages[-1]  # one id per nucleus
+    for n in range(1, 7):
+        ids = {np.bincount(out.data[z][truth[z] == n]).argmax() for z in range(1, 12)}
+        assert len(ids) == 1 and 0 not in ids, (n, ids)
+    count = sum(isinstance(la, Labels) for la in viewer.layers)
+    panel.concepts.setText("cell")
+    panel.run()
+    qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    assert sum(isinstance(la, Labels) for la in viewer.layers) == count  # the layer is reused
+    assert viewer.layers[-1] is out and "cell" in out.name
+    assert len(set(np.unique(out.data)) - {0}) == 6

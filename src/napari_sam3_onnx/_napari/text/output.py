@@ -74,20 +74,29 @@ class TextOutput:
     image : napari.layers.Image
         The searched image (the new layer takes its shape, scale and translate).
     target : napari.layers.Labels, optional
-        The user's layer; None = a new layer named by :func:`layer_name`.
+        The user's layer; None = a new layer named by :func:`layer_name`, or ``reuse``.
+    reuse : napari.layers.Labels, optional
+        With no ``target``: the previous run's own layer, emptied and renamed for this run
+        (so runs do not pile up layers).
     concepts : sequence of str
         The run's phrases (for the new layer's name).
     """
 
     def __init__(self, viewer, image: Image, target: Labels | None,
-                 concepts: Sequence[str]) -> None:
+                 concepts: Sequence[str], reuse: Labels | None = None) -> None:
         self.viewer, self.image = viewer, image
         self.new = target is None
         self.pending: list[tuple[tuple[int, ...], SliceResult]] = []
         self.instances: list[Instance] = []
         self._unlisted: list[Instance] = []  # written, not yet in the features table
         self.planes = 0
-        if target is None:
+        if target is None and reuse is not None and reuse in viewer.layers \
+                and tuple(reuse.data.shape) == plane_shape(image):
+            target = reuse  # the previous run's layer: this run's result replaces it
+            target.data = np.zeros(plane_shape(image), np.int32)
+            target.name = layer_name(concepts)
+            target.features = feature_rows([], image)
+        elif target is None:
             target = viewer.add_labels(np.zeros(plane_shape(image), np.int32),
                                        name=layer_name(concepts), **transform_kwargs(image))
             target.features = feature_rows([], image)

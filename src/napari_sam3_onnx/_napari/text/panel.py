@@ -47,12 +47,14 @@ from napari_sam3_onnx._napari.text.inputs import (
 from napari_sam3_onnx._napari.text.output import TextOutput, summary, target_choices
 from napari_sam3_onnx.api.search import SearchStep, iter_search
 from napari_sam3_onnx.api.workspace import Workspace
+from napari_sam3_onnx.engine.automatic.linking import LINK_IOU
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
-NEW_LAYER = "new layer per run"
+RUN_LAYER = "the run's layer (the next run replaces it)"
+NEW_LAYER = "a new layer per run"
 NO_MODEL = "Load a SAM 3 concept bundle (wkentaro, samexporter, Autognosi or ComicApp export) " \
            "above to search by text."
 
@@ -102,6 +104,7 @@ class TextPanel(QWidget):
         self._pacer = Pacer(self._apply_slices, parent=self)
         self._activity: Activity | None = None
         self._reason: str | None = NO_MODEL
+        self._run_layer = None  # the layer the last run made (reused by the next)
 
         self.explain = QLabel(NO_MODEL)
         self.explain.setWordWrap(True)
@@ -123,6 +126,10 @@ class TextPanel(QWidget):
         self.min_size.setRange(0, 10**8)
         self.min_size.setSuffix(" px")
         self.fill_holes = QCheckBox("Fill holes")
+        self.link = QCheckBox("Link through the stack")
+        self.link.setChecked(True)
+        self.link.setToolTip("One id per object through the slices: an instance takes the id of "
+                             f"the previous slice's instance it overlaps most (IoU > {LINK_IOU}).")
         self.target = compact_combo()
         self.run_button = QPushButton("Run")
         self.run_button.clicked.connect(self.run)
@@ -140,6 +147,7 @@ class TextPanel(QWidget):
         size = QHBoxLayout()
         size.addWidget(self.min_size)
         size.addWidget(self.fill_holes)
+        size.addWidget(self.link)
         form = QFormLayout()
         form.addRow("Concepts", self.concepts)
         form.addRow(self.use_boxes)
@@ -158,7 +166,7 @@ class TextPanel(QWidget):
         layout.addWidget(self.progress)
         layout.addStretch(1)
         self._controls = (self.concepts, self.floor, self.scope, self.min_size, self.fill_holes,
-                          self.target, self.run_button)
+                          self.link, self.target, self.run_button)
 
         follow_dock(self, host, self.refresh, self._layers_changed, self._state.stop)
         self.refresh()
@@ -202,6 +210,7 @@ class TextPanel(QWidget):
                                if adapter.has(Capability.TEXT) else 0.0)
         image = self.host.session.image
         self.scope.set_shape(() if image is None else layers.plane_shape(image)[: image.ndim - 2])
+        self.link.setVisible(image is not None and image.ndim - (3 if image.rgb else 2) > 0)
         self._refresh_targets()
         lay = self.host.session.layers
         if lay is not None and EXEMPLAR not in lay.shapes.features:
@@ -229,11 +238,12 @@ class TextPanel(QWidget):
                                  None if lay is None else lay.preview)
         self.target.blockSignals(True)
         self.target.clear()
-        self.target.addItem(NEW_LAYER, None)
+        self.target.addItem(RUN_LAYER, None)
+        self.target.addItem(NEW_LAYER, NEW_LAYER)
         for layer in choices:
             self.target.addItem(layer.name, layer)
-        if current in choices:
-            self.target.setCurrentIndex(choices.index(current) + 1)
+        if current in choices or current == NEW_LAYER:
+            self.target.setCurrentIndex(self.target.findData(current))
         self.target.blockSignals(False)
 
     def _polarity(self) -> None:
@@ -270,11 +280,14 @@ class TextPanel(QWidget):
         for message in long_prompt_warnings(self.texts.tokenizer, concepts):
             self._say(message, warn=True)
         version = self.workspace.versions.get(image.unique_id)
-        output = TextOutput(self.viewer, image, self.target.currentData(), concepts)
+        choice = self.target.currentData()
+        output = TextOutput(self.viewer, image, None if choice == NEW_LAYER else choice,
+                            concepts, reuse=self._run_layer if choice is None else None)
         run = _Run([layers.slice_ref(image, i, version) for i in indices], concepts,
                    self.floor.value)
         options = {"floor": run.floor, "exemplars": exemplars, "min_area": self.min_size.value(),
-                   "fill_holes": self.fill_holes.isChecked(), "first_id": output.first_id}
+                   "fill_holes": self.fill_holes.isChecked(), "first_id": output.first_id,
+                   "link_iou": LINK_IOU if self.link.isChecked() and len(indices) > 1 else None}
         self._start(run, output, options)
 
     def _start(self, run: _Run, output: TextOutput, options: dict) -> None:
@@ -333,6 +346,7 @@ class TextPanel(QWidget):
         if out is None:
             return
         written = out.finish()
+        self._run_layer = out.layer if out.new else self._run_layer
         hint = "" if written or not run.refs else contrast_hint(run.refs[0])
         self._say(summary(out, written, len(run.refs), run.concepts, run.floor) + hint)
         self.output = None
