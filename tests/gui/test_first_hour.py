@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
 from qtpy.QtCore import Qt
 from qtpy.QtWidgets import QPushButton
@@ -163,3 +164,29 @@ def test_an_offline_download_fails_at_once_with_a_complete_first_line(sample_doc
     assert first.startswith("No connection to ") and spec.title in said[-1], said
     assert "name resolution" in first
     qtbot.waitUntil(lambda: w.model.download.isEnabled(), timeout=5000)
+
+
+def test_a_saved_ome_zarr_reopens_as_labels_with_its_scale_and_units(sample_dock, qtbot,
+                                                                     tmp_path, monkeypatch):
+    from napari.layers import Labels
+    from qtpy.QtWidgets import QFileDialog
+
+    from napari_sam3_onnx._napari.sample_data import SCALE
+
+    viewer, w = sample_dock
+    image = viewer.layers["synthetic nuclei"]
+    labels = viewer.add_labels(np.zeros(image.data.shape, np.int32), name="nuclei",
+                               scale=image.scale, units=image.units)
+    labels.data[4:7, 40:70, 60:120] = 3
+    viewer.layers.selection.active = labels
+    chosen = tmp_path / "nuclei.ome.zarr"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(chosen), ""))
+    assert w.save_labels.save() == chosen
+    viewer.layers.clear()
+    opened = viewer.open(str(chosen), plugin=None)  # no plugin named, as File > Open does
+    assert [type(la) for la in opened] == [Labels]
+    back = opened[0]
+    np.testing.assert_allclose(back.scale, SCALE)
+    assert [str(u) for u in back.units] == ["micrometer"] * 3
+    level0 = back.data[0] if back.multiscale else back.data
+    np.testing.assert_array_equal(np.asarray(level0), labels.data)

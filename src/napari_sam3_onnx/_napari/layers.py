@@ -90,6 +90,7 @@ def transform_kwargs(image: Image) -> dict:
         "rotate": np.asarray(image.rotate),
         "shear": np.asarray(image.shear),
         "affine": np.asarray(image.affine.affine_matrix),
+        "units": tuple(str(u) for u in image.units),
     }
 
 
