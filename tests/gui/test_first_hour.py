@@ -190,3 +190,27 @@ def test_a_saved_ome_zarr_reopens_as_labels_with_its_scale_and_units(sample_dock
     assert [str(u) for u in back.units] == ["micrometer"] * 3
     level0 = back.data[0] if back.multiscale else back.data
     np.testing.assert_array_equal(np.asarray(level0), labels.data)
+
+
+def test_small_things_evaluate_defaults_settings_words_status_and_hint(sample_dock, qtbot):
+    from napari_sam3_onnx._napari.automatic.output import PREVIEW
+
+    viewer, w = sample_dock
+    text = w.panels["Text"]
+    assert "wkentaro" not in text.explain.text() and "Download" in text.explain.text()
+    w.model.load_toy()
+    auto = w.panels["Automatic"]
+    w.tabs.setCurrentWidget(auto)
+    image = viewer.layers["synthetic nuclei"]
+    viewer.add_labels(np.zeros(image.data.shape, np.int32), name="mine")
+    viewer.add_labels(np.zeros(image.data.shape, np.int32), name="truth")
+    viewer.add_labels(np.zeros(image.data.shape, np.int32), name=PREVIEW)
+    auto._layers_changed()
+    names = [auto.pred_layer.itemText(i) for i in range(auto.pred_layer.count())]
+    assert PREVIEW not in names and "SAM preview" not in names, names
+    assert auto.pred_layer.currentData() is not auto.truth_layer.currentData()
+    tips = auto.settings.stability_score_thresh.toolTip()
+    assert "stability_score_thresh" in tips and "nothing is found" in tips
+    w.status.setText("Segmenting 12 slice(s)...")
+    w.tabs.setCurrentWidget(w.panels["Text"])
+    assert w.status.text() == ""  # another tab's news does not linger

@@ -20,7 +20,6 @@ import numpy as np
 from napari.layers import Labels
 from napari.qt.threading import create_worker
 from qtpy.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QFormLayout,
     QHBoxLayout,
@@ -40,66 +39,23 @@ from napari_sam3_onnx._napari.automatic.mode import (
     tracked_job,
     tracked_message,
 )
-from napari_sam3_onnx._napari.automatic.output import AutoOutput, nothing_found
+from napari_sam3_onnx._napari.automatic.output import PREVIEW, AutoOutput, nothing_found
+from napari_sam3_onnx._napari.automatic.settings_box import SettingsBox
 from napari_sam3_onnx._napari.automatic.tiling_note import bracketed, tiling_note
 from napari_sam3_onnx._napari.hints import contrast_hint
 from napari_sam3_onnx._napari.pacing import Activity, Pacer
 from napari_sam3_onnx._napari.panels import DockHost, follow_dock
-from napari_sam3_onnx._napari.qt_widgets import double_spin_box, spin_box, wrapped_label
+from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx._napari.text.controls import ScopeControl
 from napari_sam3_onnx._napari.text.output import target_choices
 from napari_sam3_onnx.api.automatic import AutoStep, iter_segment_refs
 from napari_sam3_onnx.api.automatic_tracked import TrackedRun
 from napari_sam3_onnx.api.evaluate import evaluate
-from napari_sam3_onnx.engine.automatic import AutoMaskSettings
-from napari_sam3_onnx.engine.automatic.linking import LINK_IOU
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 NEW_LAYER = "new layer"
 NO_MODEL = "Load a bundle that takes clicks above to segment every object automatically."
-
-
-class SettingsBox(QWidget):
-    """SAM's automatic-mask-generator settings (named as SAM names them) and the 3-D link."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        d = AutoMaskSettings()
-        self.points_per_side = spin_box(1, 128, d.points_per_side)
-        self.pred_iou_thresh = double_spin_box(d.pred_iou_thresh, 0.0, 1.0, 0.01)
-        self.stability_score_thresh = double_spin_box(d.stability_score_thresh, 0.0, 1.0, 0.01)
-        self.box_nms_thresh = double_spin_box(d.box_nms_thresh, 0.01, 1.0, 0.05)
-        self.min_mask_region_area = spin_box(0, 10**7, suffix=" px")
-        self.crop_n_layers = spin_box(0, 3, d.crop_n_layers)
-        self.link = QCheckBox("Link objects through the stack (one id per 3-D object)")
-        self.link.setChecked(True)
-        self.link_iou = double_spin_box(LINK_IOU, 0.0, 0.99, 0.05)
-        form = QFormLayout(self)
-        form.setContentsMargins(0, 0, 0, 0)
-        form.addRow("points_per_side", self.points_per_side)
-        form.addRow("pred_iou_thresh", self.pred_iou_thresh)
-        form.addRow("stability_score_thresh", self.stability_score_thresh)
-        form.addRow("box_nms_thresh", self.box_nms_thresh)
-        form.addRow("min_mask_region_area", self.min_mask_region_area)
-        form.addRow("crop_n_layers", self.crop_n_layers)
-        form.addRow(self.link)
-        form.addRow("link IoU", self.link_iou)
-
-    def settings(self) -> AutoMaskSettings:
-        """The chosen settings (raises ValueError for a bad combination)."""
-        return AutoMaskSettings(
-            points_per_side=self.points_per_side.value(),
-            pred_iou_thresh=self.pred_iou_thresh.value(),
-            stability_score_thresh=self.stability_score_thresh.value(),
-            box_nms_thresh=self.box_nms_thresh.value(),
-            min_mask_region_area=self.min_mask_region_area.value(),
-            crop_n_layers=self.crop_n_layers.value())
-
-    @property
-    def link_value(self) -> float | None:
-        """The link IoU, None when linking is off."""
-        return self.link_iou.value() if self.link.isChecked() else None
 
 
 class AutoPanel(QWidget):
@@ -126,7 +82,8 @@ class AutoPanel(QWidget):
         self.fold = QToolButton()
         self.fold.setText("Settings")
         self.fold.setCheckable(True)
-        self.fold.setToolTip("SAM's automatic mask generator settings (SAM's defaults)")
+        self.fold.setToolTip("How the slice is covered with clicks and which masks are kept "
+                             "(SAM's automatic mask generator; its defaults)")
         self.settings = SettingsBox()
         self.settings.setVisible(False)
         self.fold.toggled.connect(self.settings.setVisible)
@@ -220,9 +177,12 @@ class AutoPanel(QWidget):
         choices = [la for la in target_choices(self.viewer, image, skip)
                    if lay is None or la is not lay.preview]
         _fill(self.target, [(NEW_LAYER, None)] + [(la.name, la) for la in choices])
-        every = [(la.name, la) for la in self.viewer.layers if isinstance(la, Labels)]
+        every = [(la.name, la) for la in self.viewer.layers if isinstance(la, Labels)
+                 and not layers.is_scratch(la) and la.name != PREVIEW]  # no scratch layers
         _fill(self.pred_layer, every)
         _fill(self.truth_layer, every)
+        if len(every) > 1 and self.truth_layer.currentData() is self.pred_layer.currentData():
+            self.truth_layer.setCurrentIndex(1 if self.pred_layer.currentIndex() == 0 else 0)
 
     # ---- running ------------------------------------------------------------------------
     def run(self) -> None:

@@ -55,8 +55,8 @@ from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 RUN_LAYER = "the run's layer (the next run replaces it)"
 NEW_LAYER = "a new layer per run"
-NO_MODEL = "Load a SAM 3 concept bundle (wkentaro, samexporter, Autognosi or ComicApp export) " \
-           "above to search by text."
+NO_MODEL = ("To find every object of a kind by typing its name, load a model that reads text "
+            "above: Download... lists them (the toy model works on the sample).")
 
 
 class RunControl:
