@@ -214,3 +214,4 @@ def test_small_things_evaluate_defaults_settings_words_status_and_hint(sample_do
     w.status.setText("Segmenting 12 slice(s)...")
     w.tabs.setCurrentWidget(w.panels["Text"])
     assert w.status.text() == ""  # another tab's news does not linger
+

@@ -256,14 +256,14 @@ class AutoPanel(QWidget):
                 self._say("The preview layer was removed; the run stopped.", warn=True)
                 return
         out.refresh()
-        if self._activity is not None:
-            self._activity.advance(len(steps))
         step = steps[-1]
         self.progress.setValue(step.done)
         tiles = f" on {step.tiles} tiles" if step.tiles > 1 else ""
         self.status.setText(f"{layers.index_label(out.image, step.index)}: "
                             f"{len(step.result.instances)} object(s){tiles}; {step.done} of "
                             f"{step.total} slice(s) done.")
+        if self._activity is not None:  # last: napari's bar turns the event loop (re-entry)
+            self._activity.advance(len(steps))
 
     def _on_returned(self, value) -> None:
         if isinstance(value, TrackedRun):

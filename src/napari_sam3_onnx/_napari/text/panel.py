@@ -326,13 +326,13 @@ class TextPanel(QWidget):
                 self._say(f"'{out.layer.name}' was removed; the search stopped.", warn=True)
                 return
         out.refresh()
-        if self._activity is not None:
-            self._activity.advance(len(steps))
         done = steps[-1]
         self.progress.setValue(done.done)
         self.status.setText(f"{layers.index_label(out.image, done.index)}: "
                             f"{len(done.result.instances)} instance(s); "
                             f"{done.done} of {done.total} slice(s) done.")
+        if self._activity is not None:  # last: napari's bar turns the event loop (re-entry)
+            self._activity.advance(len(steps))
 
     def _on_error(self, exc: BaseException) -> None:
         self._say(workers.describe(exc), warn=True)
