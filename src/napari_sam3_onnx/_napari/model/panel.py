@@ -192,10 +192,7 @@ class ModelPanel(QWidget):
         return self._opened(target[0], opened)
 
     def load_in_background(self, folder: str | Path | None = None, toy: bool = False) -> None:
-        """:meth:`load`, with the graphs' headers and the tokenizer read in a worker.
-
-        A later load supersedes one still opening (its result is dropped).
-        """
+        """:meth:`load` with the headers and tokenizer read in a worker; a later load wins."""
         target = self._target(folder, toy)
         if target is None:
             return
@@ -248,7 +245,8 @@ class ModelPanel(QWidget):
         detector_only = not adapter.has(Capability.CLICKS)
         name = bundle_name(folder, self.toy)
         self._loaded = (folder, name)
-        self.folder.setText(name), self.folder.setToolTip(str(folder.resolve()))
+        self.folder.setText(name)
+        self.folder.setToolTip(str(folder.resolve()))
         note = "" if not detector_only else "<br>Boxes only: this bundle has no click decoder."
         if detector_only and not adapter.has(Capability.BOXES):
             note = "<br>Text only: this bundle has no click or box decoder; use the Text tab."
