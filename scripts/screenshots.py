@@ -11,6 +11,8 @@ SAM 3 dock, the toy model; no weights, not SAM 3) and saves a picture after each
   rectangle plus a click;
 * ``text-prompts.png``: the Text tab after searching all slices for "nucleus" at the default
   floor, the status bar showing the hovered instance's table row;
+* ``first-session-automatic.png``: the Automatic tab's preview of the shown slice at SAM's
+  default settings, one object per nucleus;
 * ``first-session-propagate.png``: the Propagate tab after carrying the committed nuclei
   through the stack, seen on another slice;
 * ``propagation.png``: the propagated objects in napari's 3-D view.
@@ -29,7 +31,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "docs" / "images"
-PLANE = 6
+PLANE = 5  # the slice the sample opens on
 OTHER_PLANE = 2
 SIZE = (1500, 950)
 
@@ -136,6 +138,18 @@ def main() -> int:
     viewer.update_status_from_cursor()
     _save(app, viewer, "text-prompts.png")
     found.visible = False
+
+    # Automatic: the shown slice at SAM's default settings, previewed, then discarded.
+    auto = widget.panels["Automatic"]
+    widget.show_tab("Automatic")
+    auto.run()
+    _wait(app, lambda: not auto.running, timeout=300.0)
+    shown = len(np.unique(auto.output.preview.data[PLANE])) - 1 if auto.output else 0
+    if shown != len(ids):
+        print(f"automatic found {shown} of {len(ids)}: {auto.messages[-1:]}", file=sys.stderr)
+        return 1
+    _save(app, viewer, "first-session-automatic.png")
+    auto.discard()
 
     # Propagate: the committed nuclei through the whole stack (memory graphs).
     prop = widget.panels["Propagate"]

@@ -98,6 +98,37 @@ def test_a_click_or_a_box_on_a_nucleus_gives_that_nucleus(toy, sample):
         assert not (click.mask & (truth[MID] > 0) & ~gt).any(), n  # no other nucleus
 
 
+def _decode(toy, image, window, points_rc):
+    """Each plane point as one click on slice MID: ``(logits (3, h, w), iou (3,), score)``."""
+    from napari_sam3_onnx.engine.automatic.generate import decode_clicks
+
+    ref = SliceRef(image, (MID,), window=window)
+    emb = SliceEncoder(toy.adapter).embed(ref)
+    rows, cols = image.shape[1:]
+    in_h, in_w = emb.input_size
+    xy = np.array([[c * in_w / cols, r * in_h / rows] for r, c in points_rc], np.float32)
+    return [(lg, iou, score) for _, lg, iou, score in decode_clicks(toy.adapter, emb, xy, 8)]
+
+
+def test_the_decoder_rates_a_whole_nucleus_above_sams_cuts_and_a_cut_one_below(toy, sample):
+    from napari_sam3_onnx.engine.automatic import AutoMaskSettings
+    from napari_sam3_onnx.engine.automatic.masks import stability_scores
+
+    image, truth, window = sample
+    d = AutoMaskSettings()
+    nuclei = [_centre(truth[MID] == n) for n in range(1, 7)]
+    for n, (logits, iou, score) in enumerate(_decode(toy, image, window, nuclei), start=1):
+        stab = stability_scores(logits, d.stability_score_offset)
+        best = int(np.argmax(iou))
+        assert score > 0 and iou[best] > d.pred_iou_thresh, (n, iou)
+        assert stab[best] > d.stability_score_thresh, (n, stab)
+        small = (logits[0] > 0).sum() < (logits[best] > 0).sum()  # token 1's radius cuts it
+        assert small and iou[0] < d.pred_iou_thresh, (n, iou)
+    # a click on the background, far from every nucleus: no object
+    (_, _, score), = _decode(toy, image, window, [(2, 2)])
+    assert score <= 0
+
+
 def test_a_negative_exemplar_removes_nuclei_of_its_brightness(toy, sample):
     image, truth, window = sample
     emb = SliceEncoder(toy.adapter).embed(SliceRef(image, (MID,), window=window))

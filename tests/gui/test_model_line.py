@@ -9,19 +9,22 @@ from napari_sam3_onnx.models.bundle import open_bundle
 
 
 def test_remote_providers_are_not_offered(monkeypatch):
-    monkeypatch.setattr(model_panel, "available_providers", lambda: [
+    from napari_sam3_onnx._napari.model import opener
+
+    monkeypatch.setattr(opener, "available_providers", lambda: [
         "AzureExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"])
-    monkeypatch.setattr(model_panel, "openvino_devices", lambda: [])
-    assert model_panel.device_choices() == ["auto", "cuda", "cpu"]
+    monkeypatch.setattr(opener, "openvino_devices", lambda: [])
+    assert opener.device_choices() == ["auto", "cuda", "cpu"]
 
 
 def test_openvino_devices_follow_the_providers_and_name_the_model_line(monkeypatch, hf_bundle):
+    from napari_sam3_onnx._napari.model import opener
     from napari_sam3_onnx.models.runtime import device_label
 
-    monkeypatch.setattr(model_panel, "available_providers", lambda: ["CPUExecutionProvider"])
-    monkeypatch.setattr(model_panel, "openvino_devices",
+    monkeypatch.setattr(opener, "available_providers", lambda: ["CPUExecutionProvider"])
+    monkeypatch.setattr(opener, "openvino_devices",
                         lambda: ["OpenVINO CPU", "OpenVINO CPU bf16"])
-    assert model_panel.device_choices() == ["auto", "cpu", "OpenVINO CPU", "OpenVINO CPU bf16"]
+    assert opener.device_choices() == ["auto", "cpu", "OpenVINO CPU", "OpenVINO CPU bf16"]
     adapter = open_bundle(hf_bundle)
     line = model_panel.model_line(adapter, "fp32", [device_label("OpenVINO CPU bf16")])
     assert line.endswith("clicks, boxes · fp32 · OpenVINO CPU bf16")

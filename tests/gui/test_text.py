@@ -51,6 +51,7 @@ def make_text(make_napari_viewer, open_widget, bundles, qtbot):
         widget.load_bundle(bundles[layout], toy=True)
         panel = widget.panels["Text"]
         widget.tabs.setCurrentWidget(panel)
+        panel.link.setChecked(False)  # ids per slice here; linking: test_toy_tabs.py
         return viewer, image, widget, panel
 
     return factory
@@ -109,6 +110,7 @@ def test_floor_on_raw_heads_keeps_or_drops_the_speck(make_text, qtbot):
     assert 0.1 < low.features["score"].min() < 0.5
     assert panel.floor.slider.minimum() == 0 and "raw" in panel.floor.note.text().lower()
     panel.floor.set_value(0.5)
+    panel.target.setCurrentIndex(panel.target.findText("a new layer per run"))
     high = run(qtbot, panel, "thing")
     assert not same(high, low) and not high.data[SPECK.r0:SPECK.r1, SPECK.c0:SPECK.c1].any()
     assert len(high.features) == 3 and high.features["score"].min() > 0.5

@@ -128,3 +128,68 @@ def test_the_readme_launcher_opens_the_sample_and_loads_the_toy(qtbot, make_napa
         assert all(w.tabs.isTabEnabled(i) for i in range(w.tabs.count()))
     finally:
         viewer.close()
+
+
+def test_automatic_at_its_defaults_finds_one_whole_nucleus_per_nucleus(opened, qtbot):
+    from napari_sam3_onnx._napari.automatic.output import PREVIEW
+    from napari_sam3_onnx.engine.automatic import AutoMaskSettings
+
+    viewer, w = opened
+    panel = w.panels["Automatic"]
+    w.tabs.setCurrentWidget(panel)
+    assert panel.settings.settings() == AutoMaskSettings()  # SAM's defaults, untouched
+    z = int(viewer.dims.current_step[0])
+    panel.run()  # the shown slice
+    qtbot.waitUntil(lambda: not panel.running, timeout=120000)
+    out = np.asarray(viewer.layers[PREVIEW].data[z])
+    _, truth = synthetic_nuclei()
+    found = set(np.unique(out)) - {0}
+    assert len(found) == 6, panel.messages[-1]
+    for n in range(1, 7):
+        gt = truth[z] == n
+        hit = np.bincount(out[gt]).argmax()
+        assert hit > 0 and ((out == hit) & gt).sum() / ((out == hit) | gt).sum() > 0.6
+    assert panel.commit_button.isEnabled()
+
+
+def test_an_empty_automatic_run_says_why_and_commits_no_layer(opened, qtbot):
+    viewer, w = opened
+    panel = w.panels["Automatic"]
+    w.tabs.setCurrentWidget(panel)
+    panel.settings.points_per_side.setValue(8)
+    panel.settings.stability_score_thresh.setValue(1.0)  # no mask is that stable
+    before = len(viewer.layers)
+    panel.run()
+    qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    said = panel.messages[-1]
+    assert "No object found" in said and "stability" in said and "Settings" in said, said
+    assert not panel.commit_button.isEnabled()
+    panel.commit()
+    assert len(viewer.layers) == before + 1  # only the (empty) preview, no result layer
+    assert "SAM automatic" not in viewer.layers
+
+
+def test_text_over_the_stack_links_through_z_and_reruns_reuse_the_layer(opened, qtbot):
+    from napari.layers import Labels
+
+    viewer, w = opened
+    panel = w.panels["Text"]
+    w.tabs.setCurrentWidget(panel)
+    assert panel.link.isChecked() and not panel.link.isHidden()  # on by default for a stack
+    panel.concepts.setText("nucleus")
+    panel.scope.set_mode("all")
+    panel.run()
+    qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    out = viewer.layers[-1]
+    _, truth = synthetic_nuclei()
+    assert len(set(np.unique(out.data)) - {0}) == 6, panel.messages[-1]  # one id per nucleus
+    for n in range(1, 7):
+        ids = {np.bincount(out.data[z][truth[z] == n]).argmax() for z in range(1, 12)}
+        assert len(ids) == 1 and 0 not in ids, (n, ids)
+    count = sum(isinstance(la, Labels) for la in viewer.layers)
+    panel.concepts.setText("cell")
+    panel.run()
+    qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    assert sum(isinstance(la, Labels) for la in viewer.layers) == count  # the layer is reused
+    assert viewer.layers[-1] is out and "cell" in out.name
+    assert len(set(np.unique(out.data)) - {0}) == 6

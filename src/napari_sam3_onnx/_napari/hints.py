@@ -14,6 +14,11 @@ CONTRAST_HINT = ("The contrast limits show this region as near-black, and the mo
                  "image the way it is shown: check the contrast limits (layer controls), then "
                  "try again.")
 
+#: What a click or box says while no model is loaded (it stays, and runs once one is).
+NO_MODEL_FOR_CLICKS = ("No model is loaded, so this prompt cannot be segmented yet: load one "
+                       "in the Model row above (Browse..., or Download... > the toy model to "
+                       "try the plugin). Your clicks and boxes stay and run once it is loaded.")
+
 
 def contrast_hint(ref: SliceRef, prompts: Sequence[Prompt] | None = None) -> str:
     """``" " + CONTRAST_HINT`` when ``ref``'s window hides the prompted region, else ``""``.

@@ -90,6 +90,7 @@ def transform_kwargs(image: Image) -> dict:
         "rotate": np.asarray(image.rotate),
         "shear": np.asarray(image.shear),
         "affine": np.asarray(image.affine.affine_matrix),
+        "units": tuple(str(u) for u in image.units),
     }
 
 
@@ -156,10 +157,17 @@ def style_points(points: Points) -> None:
 
 
 def set_polarity(points: Points, positive: bool) -> None:
-    """Make the next clicks positive or negative (feature, colour and symbol)."""
+    """Make the next clicks positive or negative (feature, colour and symbol).
+
+    The points already placed keep their polarity and their symbol: napari gives the selected
+    points (the click just added is selected) the new current symbol, so the selection is
+    cleared first.
+    """
     defaults = points.feature_defaults
     defaults[FEATURE] = bool(positive)
     points.feature_defaults = defaults
+    if len(points.selected_data):
+        points.selected_data = set()
     points.current_symbol = POSITIVE_SYMBOL if positive else NEGATIVE_SYMBOL
 
 

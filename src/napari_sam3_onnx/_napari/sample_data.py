@@ -25,6 +25,7 @@ def synthetic_nuclei_sample() -> list[tuple]:
         "colormap": "gray",
         "contrast_limits": (float(lo), float(hi)),
         "scale": SCALE,
+        "units": ("micrometer",) * 3,
         "metadata": {"source": "napari_sam3_onnx.engine.synthetic.synthetic_nuclei(seed=0)"},
     }
     return [(image, meta, "image")]

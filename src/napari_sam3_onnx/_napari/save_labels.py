@@ -17,6 +17,7 @@ import numpy as np
 from napari.layers import Labels
 from qtpy.QtWidgets import QFileDialog, QMessageBox, QPushButton, QWidget
 
+from napari_sam3_onnx._napari.ome_zarr_reader import prefer_for
 from napari_sam3_onnx.api.ngff import (
     NGFF_SUFFIX,
     UNITS,
@@ -142,5 +143,7 @@ class SaveLabelsButton(QPushButton):
             self.notify("OME-Zarr records scale and translation only: the layer's rotation or "
                         "shear is not saved.")
         save_labels(layer, path)
+        if path.name.lower().endswith(NGFF_SUFFIX):  # a labels image of its own: reopen as such
+            prefer_for(path)
         self.notify(f"Saved '{layer.name}' as OME-Zarr labels: {path}")
         return path

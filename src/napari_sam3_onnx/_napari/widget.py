@@ -128,6 +128,7 @@ class ClicksWidget(QWidget):
         self.panels = {title: make(self) for title, make in extra_panels()}
         for title, panel in self.panels.items():
             self.tabs.addTab(panel, title)
+        self.tabs.currentChanged.connect(lambda _i: self.status.setText(""))  # not stale news
         layout = QVBoxLayout(self)
         layout.addWidget(self.model)
         layout.addWidget(self.tabs)

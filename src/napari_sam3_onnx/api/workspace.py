@@ -194,6 +194,12 @@ class Workspace:
         """
         return self.use(self.prepare(adapter, folder, store, write, image_name))
 
+    def adopt_texts(self, texts: TextCache) -> None:
+        """Use ``texts`` (built for the attached model, e.g. in a worker) as its language cache."""
+        if texts.adapter is not self.adapter:
+            raise ValueError("the language cache was built for another model")
+        self._texts = texts
+
     def pause(self) -> None:
         """No encoder until the next :meth:`use` (a store is being checked for the model).
 

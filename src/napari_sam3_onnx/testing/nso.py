@@ -60,6 +60,7 @@ def build_nso(
     constants: bool = True,
     detector: Callable[[TestGeometry, int], GraphBuilder] | None = None,
     pads: bool = True,
+    refine: Callable | None = None,
 ) -> Path:
     """Write a toy ``nso-sam3`` bundle into ``folder`` (created) and return it.
 
@@ -67,12 +68,15 @@ def build_nso(
     outputs), e.g. :func:`~napari_sam3_onnx.testing.toy_bundle.blob_detector`. With ``pads`` the
     prompt decoder appends SAM's padding point itself, as the real export does (its prompt
     encoder runs with ``boxes=None``); its masks shrink without a label -1 point.
+    ``refine(b, logits, iou, obj, brightness, points, labels, geometry)`` -> ``(logits, iou,
+    obj)`` rewrites the decoder's ``[4, L*L]`` logits, ``[4]`` IoUs and ``[1]`` object score
+    (e.g. :func:`~napari_sam3_onnx.testing.toy_head.blob_refine`).
     """
     sem.check_geometry(geometry)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     _encoder(geometry).save(folder / FILES["encoder"])
-    _decoder(geometry, pads).save(folder / FILES["decoder"])
+    _decoder(geometry, pads, refine).save(folder / FILES["decoder"])
     if concepts:
         _language().save(folder / FILES["language"])
         (detector or _detector)(geometry, slots).save(folder / FILES["detector"])
@@ -114,7 +118,8 @@ def _encoder(geometry: TestGeometry) -> GraphBuilder:
     return b
 
 
-def _decoder(geometry: TestGeometry, pads: bool) -> GraphBuilder:
+def _decoder(geometry: TestGeometry, pads: bool, refine: Callable | None = None
+             ) -> GraphBuilder:
     (l0, l1, g), ch = geometry.levels, geometry.channels
     b = GraphBuilder("nso_prompt_decoder")
     top = b.input("image_embed", "float32", [1, ch[2], g, g])
@@ -135,6 +140,9 @@ def _decoder(geometry: TestGeometry, pads: bool) -> GraphBuilder:
     use = b.Greater(has, b.const([0.5]))
     logits, iou, obj, ptr = (b.Where(use, a, z) for a, z in zip(with_mask, without,
                                                                   strict=True))
+    if refine is not None:
+        logits, iou, obj = refine(b, logits, iou, obj, brightness_flat(b, hr0, l0), points,
+                                  labels, geometry)
     b.output(b.Reshape(logits, ints(b, 1, 4, l0, l0)), "masks", "float32", [1, 4, l0, l0])
     b.output(b.Reshape(iou, ints(b, 1, 4)), "iou_scores", "float32", [1, 4])
     b.output(b.Reshape(obj, ints(b, 1, 1)), "object_score_logits", "float32", [1, 1])

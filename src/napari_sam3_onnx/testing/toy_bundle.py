@@ -58,7 +58,7 @@ SLOTS = 4
 SMOOTH, SEPARATION, REACH, MIN_COVER = 0.09, 0.13, 0.16, 0.35
 
 _SOURCES = ("builder", "concepts", "geometry", "memory", "nso", "semantics", "tokenizer",
-            "toy_bundle")
+            "toy_bundle", "toy_head")
 
 
 def definition_digest() -> str:
@@ -73,29 +73,29 @@ def definition_digest() -> str:
     return h.hexdigest()
 
 
-def blob_queries(b: GraphBuilder, brightness: str, level: str, size: int) -> tuple[str, str]:
-    """One detector query per bright blob (a :func:`~.concepts.toy_detector` ``queries``).
+def blob_partition(b: GraphBuilder, brightness: str, level: str, size: int
+                   ) -> tuple[str, str, str, str, str]:
+    """The bright blobs of a plane: one centre per blob and the pixels each centre claims.
 
-    ``on`` = brightness > the text level; its local coverage (box mean over ``SMOOTH * L``
-    pixels, twice) peaks once near each blob's centre. Peaks (the maximum within
-    ``SEPARATION * L``, coverage >= :data:`MIN_COVER`) are ranked by coverage and the best
-    :data:`QUERIES` become queries; each claims the pixels nearer to it than to any other peak,
-    within ``REACH * L``. A query's logit is ``SCORE_GAIN * coverage - SCORE_BIAS`` (-8 if no
-    peak is left for it).
+    ``on`` = brightness > ``level``; its local coverage (box mean over ``SMOOTH * L`` pixels,
+    twice) peaks once near each blob's centre. Peaks (the maximum within ``SEPARATION * L``,
+    coverage >= :data:`MIN_COVER`) are ranked by coverage and the best :data:`QUERIES` kept;
+    each claims the pixels nearer to it than to any other peak, within ``REACH * L``.
 
     Parameters
     ----------
     brightness : str
         ``[L*L]`` float brightness on the mask grid (row-major).
     level : str
-        ``[1]`` float text level.
+        ``[1]`` float brightness level.
     size : int
         ``L``.
 
     Returns
     -------
     tuple of str
-        ``member [Q, L*L]`` float 0/1 and ``logits [Q]`` float.
+        ``member [Q, L*L]`` float 0/1, ``cover [Q]`` float (0 for no peak), ``live [Q]`` bool,
+        and the peaks' grid ``column [Q]`` and ``row [Q]`` (float, cell units).
     """
     n, q = size * size, QUERIES
     on = b.Cast(b.Greater(brightness, level), to=1)
@@ -128,6 +128,21 @@ def blob_queries(b: GraphBuilder, brightness: str, level: str, size: int) -> tup
     mine = b.Equal(nearest, b.const(np.arange(q)[:, None], "int64"))
     reach = float(REACH * size) ** 2
     member = b.Cast(b.And(mine, b.LessOrEqual(d2, b.const(reach))), to=1)
+    return member, values, live, qx, qy
+
+
+def blob_queries(b: GraphBuilder, brightness: str, level: str, size: int) -> tuple[str, str]:
+    """One detector query per bright blob (a :func:`~.concepts.toy_detector` ``queries``).
+
+    The queries are :func:`blob_partition`'s blobs at the text level; a query's logit is
+    ``SCORE_GAIN * coverage - SCORE_BIAS`` (-8 if no peak is left for it).
+
+    Returns
+    -------
+    tuple of str
+        ``member [Q, L*L]`` float 0/1 and ``logits [Q]`` float.
+    """
+    member, values, live, _qx, _qy = blob_partition(b, brightness, level, size)
     logits = b.Sub(b.Mul(values, b.const(SCORE_GAIN)), b.const(SCORE_BIAS))
     logits = b.Where(live, logits, b.const(-8.0))
     return member, logits
@@ -140,7 +155,10 @@ def blob_detector(geometry: TestGeometry, slots: int) -> GraphBuilder:
 
 def build(folder: Path | str) -> Path:
     """Write the toy bundle into ``folder`` (created) and return it (needs ``onnx``)."""
-    folder = build_nso(Path(folder), GEOMETRY, slots=SLOTS, detector=blob_detector)
+    from .toy_head import blob_refine
+
+    folder = build_nso(Path(folder), GEOMETRY, slots=SLOTS, detector=blob_detector,
+                       refine=blob_refine)
     write_toy_tokenizer(folder, WORDS)
     manifest_path = folder / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))

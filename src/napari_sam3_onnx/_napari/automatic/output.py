@@ -19,7 +19,7 @@ from napari.layers import Image, Labels
 from napari_sam3_onnx._napari.commit import plane_indices
 from napari_sam3_onnx._napari.layers import index_label, plane_shape, transform_kwargs
 from napari_sam3_onnx._napari.text.output import append_features
-from napari_sam3_onnx.engine.automatic import AutoInstance, AutoResult
+from napari_sam3_onnx.engine.automatic import AutoInstance, AutoMaskSettings, AutoResult
 
 PREVIEW = "SAM automatic (preview)"
 RESULT = "SAM automatic"
@@ -48,6 +48,7 @@ class AutoOutput:
     def __init__(self, viewer, image: Image) -> None:
         self.viewer, self.image = viewer, image
         self.planes: list[tuple[tuple[int, ...], AutoResult]] = []
+        self._unlisted: list[AutoInstance] = []  # shown, not yet in the features table
         self.preview = viewer.add_labels(np.zeros(plane_shape(image), np.int32), name=PREVIEW,
                                          opacity=0.6, **transform_kwargs(image))
         self.preview.features = feature_rows([], image)
@@ -62,16 +63,28 @@ class AutoOutput:
         """Distinct ids previewed (a 3-D object counts once)."""
         return len({i.id for _, r in self.planes for i in r.instances})
 
-    def add(self, index: tuple[int, ...], result: AutoResult) -> bool:
-        """Show one finished plane; False if the preview layer was removed meanwhile."""
+    def add(self, index: tuple[int, ...], result: AutoResult, refresh: bool = True) -> bool:
+        """Show one finished plane; False if the preview layer was removed meanwhile.
+
+        ``refresh=False`` leaves the redraw to the caller (one per batch of planes).
+        """
         if not self.alive:
             return False
         self.planes.append((tuple(index), result))
         self.preview.data[tuple(index)] = result.labels
-        if result.instances:
-            append_features(self.preview, feature_rows(result.instances, self.image))
-        self.preview.refresh()
+        self._unlisted += result.instances
+        if refresh:
+            self.refresh()
         return True
+
+    def refresh(self) -> None:
+        """List the planes added since the last call and redraw (one table update)."""
+        if not self.alive:
+            return
+        if self._unlisted:
+            append_features(self.preview, feature_rows(self._unlisted, self.image))
+            self._unlisted = []
+        self.preview.refresh()
 
     def discard(self) -> None:
         """Drop the preview layer and what it holds."""
@@ -111,3 +124,23 @@ class AutoOutput:
         target.refresh()
         self.discard()
         return target, len({i.id for i in written})
+
+
+def nothing_found(settings: AutoMaskSettings, planes: int, hint: str = "") -> str:
+    """Why an automatic run kept no mask, and which settings to try.
+
+    Parameters
+    ----------
+    settings : AutoMaskSettings
+        The run's settings (the message names the filters and their values).
+    planes : int
+        Slices segmented.
+    hint : str
+        Appended (e.g. :func:`~napari_sam3_onnx._napari.hints.contrast_hint`).
+    """
+    n = settings.points_per_side
+    return (f"No object found on {planes} slice(s): none of the {n} x {n} grid clicks gave a "
+            f"mask the model rates above the quality cut ({settings.pred_iou_thresh:g}) and "
+            f"the stability cut ({settings.stability_score_thresh:g}). Try lower cuts under "
+            "Settings (stability first), or a denser grid for small objects. Nothing to "
+            f"commit.{hint}")

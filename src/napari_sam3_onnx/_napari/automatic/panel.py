@@ -20,7 +20,6 @@ import numpy as np
 from napari.layers import Labels
 from napari.qt.threading import create_worker
 from qtpy.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QFormLayout,
     QHBoxLayout,
@@ -40,64 +39,23 @@ from napari_sam3_onnx._napari.automatic.mode import (
     tracked_job,
     tracked_message,
 )
-from napari_sam3_onnx._napari.automatic.output import AutoOutput
+from napari_sam3_onnx._napari.automatic.output import PREVIEW, AutoOutput, nothing_found
+from napari_sam3_onnx._napari.automatic.settings_box import SettingsBox
 from napari_sam3_onnx._napari.automatic.tiling_note import bracketed, tiling_note
+from napari_sam3_onnx._napari.hints import contrast_hint
 from napari_sam3_onnx._napari.host import DockHost, follow_dock
-from napari_sam3_onnx._napari.qt_widgets import double_spin_box, spin_box, wrapped_label
+from napari_sam3_onnx._napari.pacing import Activity, Pacer
+from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx._napari.text.controls import ScopeControl
 from napari_sam3_onnx._napari.text.output import target_choices
 from napari_sam3_onnx.api.automatic import AutoStep, iter_segment_refs
 from napari_sam3_onnx.api.automatic_tracked import TrackedRun
 from napari_sam3_onnx.api.evaluate import evaluate
-from napari_sam3_onnx.engine.automatic import AutoMaskSettings
-from napari_sam3_onnx.engine.automatic.linking import LINK_IOU
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 NEW_LAYER = "new layer"
 NO_MODEL = "Load a bundle that takes clicks above to segment every object automatically."
-
-
-class SettingsBox(QWidget):
-    """SAM's automatic-mask-generator settings (named as SAM names them) and the 3-D link."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        d = AutoMaskSettings()
-        self.points_per_side = spin_box(1, 128, d.points_per_side)
-        self.pred_iou_thresh = double_spin_box(d.pred_iou_thresh, 0.0, 1.0, 0.01)
-        self.stability_score_thresh = double_spin_box(d.stability_score_thresh, 0.0, 1.0, 0.01)
-        self.box_nms_thresh = double_spin_box(d.box_nms_thresh, 0.01, 1.0, 0.05)
-        self.min_mask_region_area = spin_box(0, 10**7, suffix=" px")
-        self.crop_n_layers = spin_box(0, 3, d.crop_n_layers)
-        self.link = QCheckBox("Link objects through the stack (one id per 3-D object)")
-        self.link.setChecked(True)
-        self.link_iou = double_spin_box(LINK_IOU, 0.0, 0.99, 0.05)
-        form = QFormLayout(self)
-        form.setContentsMargins(0, 0, 0, 0)
-        form.addRow("points_per_side", self.points_per_side)
-        form.addRow("pred_iou_thresh", self.pred_iou_thresh)
-        form.addRow("stability_score_thresh", self.stability_score_thresh)
-        form.addRow("box_nms_thresh", self.box_nms_thresh)
-        form.addRow("min_mask_region_area", self.min_mask_region_area)
-        form.addRow("crop_n_layers", self.crop_n_layers)
-        form.addRow(self.link)
-        form.addRow("link IoU", self.link_iou)
-
-    def settings(self) -> AutoMaskSettings:
-        """The chosen settings (raises ValueError for a bad combination)."""
-        return AutoMaskSettings(
-            points_per_side=self.points_per_side.value(),
-            pred_iou_thresh=self.pred_iou_thresh.value(),
-            stability_score_thresh=self.stability_score_thresh.value(),
-            box_nms_thresh=self.box_nms_thresh.value(),
-            min_mask_region_area=self.min_mask_region_area.value(),
-            crop_n_layers=self.crop_n_layers.value())
-
-    @property
-    def link_value(self) -> float | None:
-        """The link IoU, None when linking is off."""
-        return self.link_iou.value() if self.link.isChecked() else None
 
 
 class AutoPanel(QWidget):
@@ -114,6 +72,9 @@ class AutoPanel(QWidget):
         self._note = ""  # what the run's tiling is (tiling_note), said when it ends
         self._job: TrackedJob | None = None  # the tracked run's planes (None: per plane)
         self._tracked: TrackedRun | None = None  # what the tracked run returned
+        self._pacer = Pacer(self._apply_planes, parent=self)
+        self._activity: Activity | None = None
+        self._run_info: tuple = ()  # (settings, first slice's ref) of the run
         self.explain = wrapped_label(NO_MODEL)
         self.mode = ModeControl()
         self.mode.mode.currentIndexChanged.connect(lambda _i: self._mode_changed())
@@ -121,7 +82,8 @@ class AutoPanel(QWidget):
         self.fold = QToolButton()
         self.fold.setText("Settings")
         self.fold.setCheckable(True)
-        self.fold.setToolTip("SAM's automatic mask generator settings (SAM's defaults)")
+        self.fold.setToolTip("How the slice is covered with clicks and which masks are kept "
+                             "(SAM's automatic mask generator; its defaults)")
         self.settings = SettingsBox()
         self.settings.setVisible(False)
         self.fold.toggled.connect(self.settings.setVisible)
@@ -190,7 +152,7 @@ class AutoPanel(QWidget):
         idle = not self.running
         self.run_button.setEnabled(reason is None and idle)
         self.cancel_button.setEnabled(self.running)
-        held = self.output is not None and idle and bool(self.output.planes)
+        held = self.output is not None and idle and self.output.objects > 0
         self.commit_button.setEnabled(held)
         self.discard_button.setEnabled(self.output is not None and idle)
         image = self.host.session.image
@@ -215,9 +177,12 @@ class AutoPanel(QWidget):
         choices = [la for la in target_choices(self.viewer, image, skip)
                    if lay is None or la is not lay.preview]
         _fill(self.target, [(NEW_LAYER, None)] + [(la.name, la) for la in choices])
-        every = [(la.name, la) for la in self.viewer.layers if isinstance(la, Labels)]
+        every = [(la.name, la) for la in self.viewer.layers if isinstance(la, Labels)
+                 and not layers.is_scratch(la) and la.name != PREVIEW]  # no scratch layers
         _fill(self.pred_layer, every)
         _fill(self.truth_layer, every)
+        if len(every) > 1 and self.truth_layer.currentData() is self.pred_layer.currentData():
+            self.truth_layer.setCurrentIndex(1 if self.pred_layer.currentIndex() == 0 else 0)
 
     # ---- running ------------------------------------------------------------------------
     def run(self) -> None:
@@ -249,6 +214,7 @@ class AutoPanel(QWidget):
         self._note = tiling_note(encoder.adapter, refs[0].plane_shape, tiling,
                                  "on the key slice" if job is not None else "per plane")
         self._job, self._tracked, self._total = job, None, len(refs)
+        self._run_info = (settings, refs[0])
         self.progress.setRange(0, len(refs))
         self.progress.setValue(0)
         self.progress.setVisible(True)
@@ -258,9 +224,9 @@ class AutoPanel(QWidget):
                     self.settings.link_value, 1, tiling, self._cancel.is_set)
         else:
             work = (iter_tracked, self.host.model.workspace, job, settings, self._cancel)
+        self._activity = Activity(len(refs), "SAM automatic")
         self._worker = create_worker(
-            *work, _progress={"total": len(refs), "desc": "SAM automatic"},
-            _connect={"yielded": self._on_plane, "returned": self._on_returned,
+            *work, _connect={"yielded": self._pacer.push, "returned": self._on_returned,
                       "errored": self._on_error, "finished": self._on_finished},
             _ignore_errors=True, _start_thread=True)
         self.refresh()
@@ -279,19 +245,25 @@ class AutoPanel(QWidget):
             self._cancel.set()
             self._say("Cancelling...")
 
-    def _on_plane(self, step: AutoStep) -> None:
+    def _apply_planes(self, steps: list[AutoStep]) -> None:
+        """Show a batch of finished planes (:class:`~.pacing.Pacer`): one refresh per batch."""
         out = self.output
         if out is None:
             return
-        if not out.add(step.index, step.result):
-            self._cancel.set()
-            self._say("The preview layer was removed; the run stopped.", warn=True)
-            return
+        for step in steps:
+            if not out.add(step.index, step.result, refresh=False):
+                self._cancel.set()
+                self._say("The preview layer was removed; the run stopped.", warn=True)
+                return
+        out.refresh()
+        step = steps[-1]
         self.progress.setValue(step.done)
         tiles = f" on {step.tiles} tiles" if step.tiles > 1 else ""
         self.status.setText(f"{layers.index_label(out.image, step.index)}: "
                             f"{len(step.result.instances)} object(s){tiles}; {step.done} of "
                             f"{step.total} slice(s) done.")
+        if self._activity is not None:  # last: napari's bar turns the event loop (re-entry)
+            self._activity.advance(len(steps))
 
     def _on_returned(self, value) -> None:
         if isinstance(value, TrackedRun):
@@ -301,6 +273,10 @@ class AutoPanel(QWidget):
         self._say(workers.describe(exc), warn=True)
 
     def _on_finished(self) -> None:
+        self._pacer.flush()
+        if self._activity is not None:
+            self._activity.close()
+            self._activity = None
         self._worker = None
         self.progress.setVisible(False)
         out, job = self.output, self._job
@@ -310,14 +286,21 @@ class AutoPanel(QWidget):
         elif out is not None:
             head = (f"Cancelled after {len(out.planes)} of {self._total} slice(s). "
                     if len(out.planes) < self._total else "")
-            self._say(f"{head}{out.objects} object(s) in the preview{bracketed(self._note)}; "
-                      "Commit writes them (one undo step), Discard drops them.")
+            settings, ref = self._run_info
+            if out.planes and not out.objects:
+                self._say(head + nothing_found(settings, len(out.planes), contrast_hint(ref)))
+            else:
+                self._say(f"{head}{out.objects} object(s) in the preview{bracketed(self._note)}; "
+                          "Commit writes them (one undo step), Discard drops them.")
         self.refresh()
 
     def commit(self) -> None:
         """Write the preview into the target layer as one undo step."""
         out = self.output
         if out is None or self.running or not out.planes:
+            return
+        if not out.objects:  # never an empty layer
+            self._say("The preview holds no object: nothing to commit.", warn=True)
             return
         layer, n = out.commit(self.target.currentData())
         self.output = None

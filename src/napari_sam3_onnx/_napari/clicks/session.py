@@ -16,7 +16,7 @@ from napari.layers import Image, Labels
 from napari_sam3_onnx._napari import commit, layers, workers
 from napari_sam3_onnx._napari.clicks import fov, prompts
 from napari_sam3_onnx._napari.clicks.debounce import Debouncer
-from napari_sam3_onnx._napari.hints import contrast_hint
+from napari_sam3_onnx._napari.hints import NO_MODEL_FOR_CLICKS, contrast_hint
 from napari_sam3_onnx.api import clicks as click_flow
 from napari_sam3_onnx.api.prompts import group_objects, with_feedback
 from napari_sam3_onnx.api.workspace import Workspace
@@ -139,6 +139,8 @@ class ClickSession:
         self._debounce.ran()
         lay, encoder = self.layers, self.encoder
         if lay is None or encoder is None:
+            if lay is not None and (len(lay.points.data) or len(lay.shapes.data)):
+                self._say(NO_MODEL_FOR_CLICKS)  # the prompts stay and run once one is loaded
             return
         try:
             index = layers.current_index(self.viewer, lay.image)
@@ -380,11 +382,7 @@ class ClickSession:
         (self.notify if warn else self.inform)(message)
 
     def close(self) -> None:
-        """Stop listening to the viewer (the widget calls this when it goes away).
-
-        Safe in any order and more than once: at interpreter exit Qt may already have deleted
-        the timer, and the viewer may be half torn down.
-        """
+        """Stop listening to the viewer; safe twice, in any order, at interpreter exit."""
         self.closed = True
         self.generation += 1  # results still on their way are dropped
         self._debounce.stop()  # safe when Qt already deleted its timer

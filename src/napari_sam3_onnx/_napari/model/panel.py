@@ -35,45 +35,24 @@ from napari_sam3_onnx._napari.model.bundle_words import (
     TOY_NOTE,
     bundle_name,
     bundle_precision,
-    check_usable,
     cpu_path_notes,
     model_line,
 )
+from napari_sam3_onnx._napari.model.opener import Opened, device_choices, open_checked
+from napari_sam3_onnx._napari.model.reach import check_reachable
 from napari_sam3_onnx._napari.model.store_check import StoreCheck, checking_text
 from napari_sam3_onnx._napari.model.store_row import StoreRow
 from napari_sam3_onnx.api.workspace import Attachment, Workspace
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.models.base import Capability, SamAdapter
-from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import Sam3OnnxError
-from napari_sam3_onnx.models.openvino_runtime import openvino_devices
-from napari_sam3_onnx.models.runtime import (
-    PROVIDER_ALIASES,
-    RuntimeConfig,
-    available_providers,
-    device_label,
-)
+from napari_sam3_onnx.models.runtime import RuntimeConfig, device_label
 
 
 class _Relay(QObject):
     """Carries download progress from the worker thread to the Qt thread."""
 
     progress = Signal(str, int, object)
-
-
-#: Providers onnxruntime lists that do not run the model on this machine (Azure sends it to a
-#: remote endpoint); they are not offered as a device.
-NOT_LOCAL = frozenset({"AzureExecutionProvider"})
-
-
-def device_choices() -> list[str]:
-    """``"auto"``, the local providers of this onnxruntime, then OpenVINO's devices.
-
-    OpenVINO's where ``openvino`` is installed (its bf16 device where the CPU has bf16).
-    """
-    short = {full: alias for alias, full in reversed(list(PROVIDER_ALIASES.items()))}
-    return ["auto", *[short.get(p, p) for p in available_providers() if p not in NOT_LOCAL],
-            *openvino_devices()]
 
 
 class ModelPanel(QWidget):
@@ -115,13 +94,14 @@ class ModelPanel(QWidget):
         self._line = ""  # the model line the info label shows
         self.toy = False
         self._loaded: tuple[Path, str] | None = None  # (folder, name the field shows)
+        self._opening = 0  # the latest background load (earlier ones are dropped)
         self._cancel = False
         self._relay = _Relay(self)
         self._relay.progress.connect(self._show_progress)
 
         self.folder = QLineEdit()
         self.folder.setPlaceholderText("Folder with the bundle's .onnx files")
-        self.folder.editingFinished.connect(self.load)
+        self.folder.editingFinished.connect(self.load_in_background)
         browse = QPushButton("Browse...")
         browse.clicked.connect(self._browse)
         self.download = QToolButton()
@@ -196,11 +176,44 @@ class ModelPanel(QWidget):
 
     # ---- loading ---------------------------------------------------------------------
     def load(self, folder: str | Path | None = None, toy: bool = False) -> SamAdapter | None:
-        """Open the bundle in ``folder`` (default: the field's text) on the chosen device.
+        """Open the bundle in ``folder`` (default: the field's text) on the chosen device, now.
 
         The field then shows the bundle's name, with the full path in its tooltip; while it
-        still shows that name, reloading (a new device) reopens the same folder.
+        still shows that name, reloading (a new device) reopens the same folder. The user's
+        own picks go through :meth:`load_in_background`, which does the same in a worker.
         """
+        target = self._target(folder, toy)
+        if target is None:
+            return None
+        try:
+            opened = open_checked(*target)
+        except Sam3OnnxError as exc:
+            self._failed(target[0], exc)
+            return None
+        return self._opened(target[0], opened)
+
+    def load_in_background(self, folder: str | Path | None = None, toy: bool = False) -> None:
+        """:meth:`load` with the headers and tokenizer read in a worker; a later load wins."""
+        target = self._target(folder, toy)
+        if target is None:
+            return
+        self._opening += 1
+        ticket, path = self._opening, target[0]
+        self.info.setText(f"Opening {path}...")
+
+        def done(opened) -> None:
+            if ticket == self._opening:
+                self._opened(path, cast(Opened, opened))
+
+        def failed(exc: BaseException) -> None:
+            if ticket == self._opening:
+                self._failed(path, exc if isinstance(exc, Sam3OnnxError)
+                             else Sam3OnnxError(workers.describe(exc)))
+
+        workers.start(open_checked, *target, on_result=done, on_error=failed)
+
+    def _target(self, folder: str | Path | None, toy: bool) -> tuple[Path, RuntimeConfig] | None:
+        """The folder to open (the field's, or ``folder``) and the device's configuration."""
         if folder is not None:
             self.folder.setText(str(folder))
             self.toy = toy
@@ -208,28 +221,28 @@ class ModelPanel(QWidget):
         if not text:
             return None
         if self._loaded is not None and text == self._loaded[1]:
-            folder = self._loaded[0]  # the same bundle again (e.g. on another device)
+            path = self._loaded[0]  # the same bundle again (e.g. on another device)
         else:
             if folder is None:  # a path typed into the field
                 self.toy = False
-            folder = Path(text).expanduser()
-        config = RuntimeConfig(providers=self.device.currentText())
-        try:
-            adapter = open_bundle(folder, config)
-            check_usable(adapter)
-            self.workspace.attach(adapter, folder)
-            if not adapter.has(Capability.CLICKS):  # boxes through the detector: a tokenizer
-                self.workspace.texts  # noqa: B018 - read now, so a missing file says so here
-        except Sam3OnnxError as exc:
-            self.check.supersede()
-            self.workspace.detach()
-            self.toy, self._loaded = False, None
-            self.folder.setToolTip(str(folder))
-            self.info.setText(f"<b>Not loaded.</b> {exc}")
-            self._notify(str(exc))
-            self._on_model()
-            self.loaded.emit()
-            return None
+            path = Path(text).expanduser()
+        return path, RuntimeConfig(providers=self.device.currentText())
+
+    def _failed(self, folder: Path, exc: Sam3OnnxError) -> None:
+        self.check.supersede()
+        self.workspace.detach()
+        self.toy, self._loaded = False, None
+        self.folder.setToolTip(str(folder))
+        self.info.setText(f"<b>Not loaded.</b> {exc}")
+        self._notify(str(exc))
+        self._on_model()
+        self.loaded.emit()
+
+    def _opened(self, folder: Path, opened: Opened) -> SamAdapter:
+        adapter = opened.adapter
+        self.workspace.attach(adapter, folder)
+        if opened.texts is not None:
+            self.workspace.adopt_texts(opened.texts)
         detector_only = not adapter.has(Capability.CLICKS)
         name = bundle_name(folder, self.toy)
         self._loaded = (folder, name)
@@ -301,7 +314,7 @@ class ModelPanel(QWidget):
     def _browse(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Folder with a SAM 3 ONNX bundle")
         if path:
-            self.load(path)
+            self.load_in_background(path)
 
     # ---- downloads -------------------------------------------------------------------
     def _download_menu(self) -> QMenu:
@@ -334,6 +347,7 @@ class ModelPanel(QWidget):
         """Download ``spec`` in a worker (progress bar, cancel button), then load it."""
         try:
             from napari_sam3_onnx.models.download import download_bundle
+            from napari_sam3_onnx.models.registry import bundle_dir
         except ImportError as exc:
             self._notify(f"Downloads are not available in this version ({exc}).")
             return
@@ -361,13 +375,20 @@ class ModelPanel(QWidget):
             self.cancel.setVisible(False)
             self.download.setEnabled(True)
 
-        workers.start(download_bundle, spec, None, report, token,
-                      on_result=lambda folder: self._loaded_download(cast(Path, folder)),
-                      on_error=lambda exc: self._notify(workers.describe(exc)),
-                      on_finish=finished)
+        def fetch():  # in the worker: an unreachable server fails at once, not after ~25 s
+            check_reachable(spec, bundle_dir(spec.id))
+            return download_bundle(spec, None, report, token)
+
+        def failed(exc: BaseException) -> None:  # the notification's first line says it all
+            said = workers.describe(exc)
+            self._notify(said if said.startswith("No connection") else
+                         f"Download of {spec.title} failed: {said}")
+
+        workers.start(fetch, on_result=lambda folder: self._loaded_download(cast(Path, folder)),
+                      on_error=failed, on_finish=finished)
 
     def _loaded_download(self, folder: Path) -> None:
-        self.load(folder)
+        self.load_in_background(folder)
 
     def _show_progress(self, name: str, done: int, total: object) -> None:
         if isinstance(total, int) and total > 0:

@@ -11,7 +11,6 @@ earlier result.
 from __future__ import annotations
 
 import numpy as np
-from napari.utils import progress as napari_progress
 from qtpy.QtWidgets import (
     QCheckBox,
     QFormLayout,
@@ -31,6 +30,7 @@ from qtpy.QtWidgets import (
 from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.compact import compact, compact_combo
 from napari_sam3_onnx._napari.host import DockHost
+from napari_sam3_onnx._napari.pacing import Activity
 from napari_sam3_onnx._napari.propagate.run import LastRun, PropagationRunner, RunSpec
 from napari_sam3_onnx._napari.propagate.seeds import (
     finished_message,
@@ -64,9 +64,11 @@ class PropagationPanel(QWidget):
         self.workspace: Workspace = host.model.workspace
         self.runner = PropagationRunner(self.viewer, self)
         self.runner.slice_written.connect(self._slice_done)
+        self.runner.applied.connect(self._batch_applied)
         self.runner.done.connect(self._done)
         self._reached: set[int] = set()  # distinct slices of the run so far
-        self._activity = None  # napari's progress (activity panel) while a run is out
+        self._activity: Activity | None = None  # napari's activity bar while a run is out
+        self._shown = 0
         self.last = LastRun()  # for corrections
 
         self.method, self.note = QLabel(""), QLabel("")
@@ -283,7 +285,8 @@ class PropagationPanel(QWidget):
         self.progress.setVisible(True)
         # Everything shown before the worker starts: napari's progress may turn the event loop,
         # and a short run could end (and report) before a message set after the start.
-        self._activity = napari_progress(total=total, desc="SAM propagation")
+        self._activity = Activity(total, "SAM propagation")
+        self._shown = 0  # slices counted on napari's activity bar
         self._say(f"Propagating object(s) {ids} along {self.axis.currentText()}...")
         self.runner.start(spec, self.workspace)
         if clear_preview:  # the previewed objects are now seeds (as a commit would do)
@@ -299,8 +302,12 @@ class PropagationPanel(QWidget):
         done, total = len(self._reached), self.progress.maximum()
         self.progress.setValue(done)
         self.progress.setFormat(f"{done} / {total} slices")
+
+    def _batch_applied(self) -> None:
+        """Napari's activity bar advances once per batch of slices (it turns the event loop)."""
         if self._activity is not None:
-            self._activity.update(1)
+            self._activity.advance(len(self._reached) - self._shown)
+            self._shown = len(self._reached)
 
     def _done(self, result, error) -> None:
         spec, writer = self.runner.finished_spec, self.runner.writer

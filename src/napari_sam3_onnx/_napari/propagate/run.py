@@ -19,6 +19,7 @@ from napari.qt.threading import create_worker
 from qtpy.QtCore import QObject, Signal
 
 from napari_sam3_onnx._napari import layers
+from napari_sam3_onnx._napari.pacing import Pacer
 from napari_sam3_onnx._napari.propagate.writer import RunWriter, lead_index
 from napari_sam3_onnx.api.propagate import PropagationStep, iter_propagate
 from napari_sam3_onnx.api.seeds import merge_seeds
@@ -143,6 +144,7 @@ class PropagationRunner(QObject):
 
     slice_written = Signal(int)
     progressed = Signal(int, int)
+    applied = Signal()
     done = Signal(object, object)
 
     def __init__(self, viewer, parent: QObject | None = None) -> None:
@@ -155,6 +157,7 @@ class PropagationRunner(QObject):
         self.error: BaseException | None = None
         self.worker = None
         self._cancel = False
+        self._pacer = Pacer(self._apply_steps, parent=self)
 
     @property
     def running(self) -> bool:
@@ -180,24 +183,34 @@ class PropagationRunner(QObject):
             iter_propagate, workspace, refs, spec.seeds, direction=spec.direction,
             index_range=spec.index_range, stop_after_absent=spec.stop_after,
             cancelled=lambda: self._cancel,
-            _connect={"yielded": self._on_step, "returned": self._on_result,
+            _connect={"yielded": self._pacer.push, "returned": self._on_result,
                       "errored": self._on_error, "finished": self._on_finish},
             _ignore_errors=True, _start_thread=True)
 
     # ---- Qt thread -------------------------------------------------------------------
-    def _on_step(self, step: PropagationStep) -> None:
+    def _apply_steps(self, steps: list[PropagationStep]) -> None:
+        """Write a batch of slices (:class:`~.pacing.Pacer`): one redraw per batch."""
+        for step in steps:
+            if not self._on_step(step):
+                break
+        if self.spec is not None and self.spec.target in self.viewer.layers:
+            self.spec.target.refresh()
+        self.applied.emit()
+
+    def _on_step(self, step: PropagationStep) -> bool:
         spec, writer = self.spec, self.writer
         if spec is None or writer is None:
-            return
+            return False
         if not step.seed:
             self.progressed.emit(step.done, step.total)
         if step.outputs is None:
-            return
+            return True
         if spec.target not in self.viewer.layers or spec.image not in self.viewer.layers:
             self._cancel = True  # the layers are gone: stop; nothing more is written
-            return
-        writer.write(step.index, step.outputs)
+            return False
+        writer.write(step.index, step.outputs, refresh=False)
         self.slice_written.emit(int(step.index))
+        return True
 
     def _on_result(self, result: PropagationResult) -> None:
         self.result = result
@@ -207,6 +220,7 @@ class PropagationRunner(QObject):
         self.error = exc
 
     def _on_finish(self) -> None:
+        self._pacer.flush()
         spec, writer, result = self.spec, self.writer, self.result
         if spec is None or writer is None:
             return

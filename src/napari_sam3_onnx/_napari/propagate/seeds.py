@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from napari_sam3_onnx._napari.layers import plane_shape
+from napari_sam3_onnx._napari.propagate.writer import refused_note
 from napari_sam3_onnx._napari.workers import describe
 from napari_sam3_onnx.api.propagation_report import summary
 from napari_sam3_onnx.engine.interactive import Prompt
@@ -72,4 +73,4 @@ def finished_message(result: PropagationResult | None, error: BaseException | No
     if result is None:
         return "The run ended without a result."
     reached = set().union(*writer.slices.values()) if writer.slices else set()
-    return summary(result, axis, limit, len(reached))
+    return summary(result, axis, limit, len(reached)) + refused_note(writer, axis)

@@ -19,6 +19,21 @@ from napari.layers import Labels
 from napari_sam3_onnx.engine.tracking.labels import LabelWriter
 from napari_sam3_onnx.engine.tracking.steps import SliceOutput
 
+#: Share of an object's pixels on a slice that other objects may keep before the run says so.
+REFUSED_SHARE = 0.05
+
+
+def refused_note(writer: RunWriter, axis: str) -> str:
+    """What the run did not write because other objects held the pixels ("" when nothing)."""
+    if not writer.refused:
+        return ""
+    slices = ", ".join(str(k) for k in sorted(writer.refused)[:8])
+    more = "..." if len(writer.refused) > 8 else ""
+    ids = ", ".join(map(str, sorted(set().union(*writer.refused.values()))))
+    return (f" On {axis}={slices}{more} other objects (id {ids}) already held part of the "
+            "propagated object, and those pixels were kept as they were; tick 'Overwrite "
+            "other objects' to replace them.")
+
 
 def lead_index(axis: int, fixed: tuple[int, ...], k: int) -> tuple[int, ...]:
     """The full leading index of slice ``k`` along ``axis``, the other axes at ``fixed``."""
@@ -69,6 +84,7 @@ class RunWriter:
         self.overwrite, self.replace = bool(overwrite), frozenset(int(i) for i in replace)
         self.slices: dict[int, set[int]] = {}
         self.written: set[int] = set()
+        self.refused: dict[int, set[int]] = {}  # slice -> ids of the objects that kept pixels
         self._flat: list[np.ndarray] = []
         self._before: list[np.ndarray] = []
         self._after: list[np.ndarray] = []
@@ -78,8 +94,11 @@ class RunWriter:
         """The full leading index of slice ``k`` along the walked axis."""
         return lead_index(self.axis, self.fixed, k)
 
-    def write(self, k: int, outputs: Mapping[int, SliceOutput]) -> None:
-        """Write slice ``k``'s outputs (``{object id: SliceOutput}``)."""
+    def write(self, k: int, outputs: Mapping[int, SliceOutput], refresh: bool = True) -> None:
+        """Write slice ``k``'s outputs (``{object id: SliceOutput}``).
+
+        ``refresh=False`` leaves the redraw to the caller (one per batch of slices).
+        """
         if self.closed or not outputs:
             return
         for oid in outputs:
@@ -93,8 +112,21 @@ class RunWriter:
         ok = owner > 0
         if not self.overwrite:
             ok &= (new == 0) | (new == owner)
+            self._note_refused(k, owner, ok, new)
         new[ok] = owner[ok]
-        self._apply(k, lead, plane, new)
+        self._apply(k, lead, plane, new, refresh)
+
+    def _note_refused(self, k: int, owner: np.ndarray, ok: np.ndarray, plane: np.ndarray) -> None:
+        """Remember slice ``k`` when other objects kept a share of an object's pixels there."""
+        refused = (owner > 0) & ~ok
+        if not refused.any():
+            return
+        for oid in np.unique(owner[refused]):
+            mine = owner == oid
+            lost = mine & refused
+            if lost.sum() >= REFUSED_SHARE * mine.sum():
+                self.refused.setdefault(int(k), set()).update(
+                    int(i) for i in np.unique(plane[lost]))
 
     def clear(self, k: int, ids: Collection[int]) -> None:
         """Remove objects ``ids`` from slice ``k`` (a re-run's slices it no longer reaches)."""
@@ -105,7 +137,8 @@ class RunWriter:
         new = np.where(np.isin(plane, list(ids)), 0, plane).astype(plane.dtype)
         self._apply(k, lead, plane, new)
 
-    def _apply(self, k: int, lead: tuple[int, ...], plane: np.ndarray, new: np.ndarray) -> None:
+    def _apply(self, k: int, lead: tuple[int, ...], plane: np.ndarray, new: np.ndarray,
+               refresh: bool = True) -> None:
         changed = new != plane
         if not changed.any():
             return
@@ -116,7 +149,8 @@ class RunWriter:
         self._before.append(plane[changed])
         self._after.append(new[changed])
         self.written.add(int(k))
-        self.target.refresh()
+        if refresh:
+            self.target.refresh()
 
     @property
     def changed_pixels(self) -> int:

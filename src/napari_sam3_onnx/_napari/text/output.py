@@ -74,19 +74,29 @@ class TextOutput:
     image : napari.layers.Image
         The searched image (the new layer takes its shape, scale and translate).
     target : napari.layers.Labels, optional
-        The user's layer; None = a new layer named by :func:`layer_name`.
+        The user's layer; None = a new layer named by :func:`layer_name`, or ``reuse``.
+    reuse : napari.layers.Labels, optional
+        With no ``target``: the previous run's own layer, emptied and renamed for this run
+        (so runs do not pile up layers).
     concepts : sequence of str
         The run's phrases (for the new layer's name).
     """
 
     def __init__(self, viewer, image: Image, target: Labels | None,
-                 concepts: Sequence[str]) -> None:
+                 concepts: Sequence[str], reuse: Labels | None = None) -> None:
         self.viewer, self.image = viewer, image
         self.new = target is None
         self.pending: list[tuple[tuple[int, ...], SliceResult]] = []
         self.instances: list[Instance] = []
+        self._unlisted: list[Instance] = []  # written, not yet in the features table
         self.planes = 0
-        if target is None:
+        if target is None and reuse is not None and reuse in viewer.layers \
+                and tuple(reuse.data.shape) == plane_shape(image):
+            target = reuse  # the previous run's layer: this run's result replaces it
+            target.data = np.zeros(plane_shape(image), np.int32)
+            target.name = layer_name(concepts)
+            target.features = feature_rows([], image)
+        elif target is None:
             target = viewer.add_labels(np.zeros(plane_shape(image), np.int32),
                                        name=layer_name(concepts), **transform_kwargs(image))
             target.features = feature_rows([], image)
@@ -99,8 +109,11 @@ class TextOutput:
         """Whether the layer is still in the viewer."""
         return self.layer in self.viewer.layers
 
-    def add(self, index: tuple[int, ...], result: SliceResult) -> bool:
-        """Take one finished plane; False if the layer was removed from the viewer meanwhile."""
+    def add(self, index: tuple[int, ...], result: SliceResult, refresh: bool = True) -> bool:
+        """Take one finished plane; False if the layer was removed from the viewer meanwhile.
+
+        ``refresh=False`` leaves the redraw to :meth:`refresh` (one per batch of planes).
+        """
         if not self.alive:
             return False
         self.planes += 1
@@ -110,13 +123,22 @@ class TextOutput:
         if result.instances:
             self.layer.data[tuple(index)] = result.labels
             self.instances += result.instances
-            append_features(self.layer, feature_rows(result.instances, self.image))
-            self.layer.refresh()
+            self._unlisted += result.instances
+            if refresh:
+                self.refresh()
         return True
+
+    def refresh(self) -> None:
+        """List the planes added since the last call and redraw the layer (one table update)."""
+        if self.alive and self.new and self._unlisted:
+            append_features(self.layer, feature_rows(self._unlisted, self.image))
+            self._unlisted = []
+            self.layer.refresh()
 
     def finish(self) -> list[Instance]:
         """Write what is held (existing layer: one undo step); returns the instances written."""
         if self.new or not self.pending or not self.alive:
+            self.refresh()
             self.pending = []
             return self.instances
         layer, data = self.layer, self.layer.data

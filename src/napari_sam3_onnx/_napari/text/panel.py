@@ -35,6 +35,7 @@ from napari_sam3_onnx._napari import layers, workers
 from napari_sam3_onnx._napari.compact import compact, compact_combo
 from napari_sam3_onnx._napari.hints import contrast_hint
 from napari_sam3_onnx._napari.host import DockHost, follow_dock
+from napari_sam3_onnx._napari.pacing import Activity, Pacer
 from napari_sam3_onnx._napari.text.controls import FloorControl, ScopeControl
 from napari_sam3_onnx._napari.text.inputs import (
     EXEMPLAR,
@@ -46,14 +47,16 @@ from napari_sam3_onnx._napari.text.inputs import (
 from napari_sam3_onnx._napari.text.output import TextOutput, summary, target_choices
 from napari_sam3_onnx.api.search import SearchStep, iter_search
 from napari_sam3_onnx.api.workspace import Workspace
+from napari_sam3_onnx.engine.automatic.linking import LINK_IOU
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
-NEW_LAYER = "new layer per run"
-NO_MODEL = "Load a SAM 3 concept bundle (wkentaro, samexporter, Autognosi or ComicApp export) " \
-           "above to search by text."
+RUN_LAYER = "the run's layer (the next run replaces it)"
+NEW_LAYER = "a new layer per run"
+NO_MODEL = ("To find every object of a kind by typing its name, load a model that reads text "
+            "above: Download... lists them (the toy model works on the sample).")
 
 
 class RunControl:
@@ -98,7 +101,10 @@ class TextPanel(QWidget):
         self.output: TextOutput | None = None
         self.messages: list[str] = []
         self._state = RunControl()
+        self._pacer = Pacer(self._apply_slices, parent=self)
+        self._activity: Activity | None = None
         self._reason: str | None = NO_MODEL
+        self._run_layer = None  # the layer the last run made (reused by the next)
 
         self.explain = QLabel(NO_MODEL)
         self.explain.setWordWrap(True)
@@ -120,6 +126,10 @@ class TextPanel(QWidget):
         self.min_size.setRange(0, 10**8)
         self.min_size.setSuffix(" px")
         self.fill_holes = QCheckBox("Fill holes")
+        self.link = QCheckBox("Link through the stack")
+        self.link.setChecked(True)
+        self.link.setToolTip("One id per object through the slices: an instance takes the id of "
+                             f"the previous slice's instance it overlaps most (IoU > {LINK_IOU}).")
         self.target = compact_combo()
         self.run_button = QPushButton("Run")
         self.run_button.clicked.connect(self.run)
@@ -137,6 +147,7 @@ class TextPanel(QWidget):
         size = QHBoxLayout()
         size.addWidget(self.min_size)
         size.addWidget(self.fill_holes)
+        size.addWidget(self.link)
         form = QFormLayout()
         form.addRow("Concepts", self.concepts)
         form.addRow(self.use_boxes)
@@ -155,7 +166,7 @@ class TextPanel(QWidget):
         layout.addWidget(self.progress)
         layout.addStretch(1)
         self._controls = (self.concepts, self.floor, self.scope, self.min_size, self.fill_holes,
-                          self.target, self.run_button)
+                          self.link, self.target, self.run_button)
 
         follow_dock(self, host, self.refresh, self._layers_changed, self._state.stop)
         self.refresh()
@@ -199,6 +210,7 @@ class TextPanel(QWidget):
                                if adapter.has(Capability.TEXT) else 0.0)
         image = self.host.session.image
         self.scope.set_shape(() if image is None else layers.plane_shape(image)[: image.ndim - 2])
+        self.link.setVisible(image is not None and image.ndim - (3 if image.rgb else 2) > 0)
         self._refresh_targets()
         lay = self.host.session.layers
         if lay is not None and EXEMPLAR not in lay.shapes.features:
@@ -226,11 +238,12 @@ class TextPanel(QWidget):
                                  None if lay is None else lay.preview)
         self.target.blockSignals(True)
         self.target.clear()
-        self.target.addItem(NEW_LAYER, None)
+        self.target.addItem(RUN_LAYER, None)
+        self.target.addItem(NEW_LAYER, NEW_LAYER)
         for layer in choices:
             self.target.addItem(layer.name, layer)
-        if current in choices:
-            self.target.setCurrentIndex(choices.index(current) + 1)
+        if current in choices or current == NEW_LAYER:
+            self.target.setCurrentIndex(self.target.findData(current))
         self.target.blockSignals(False)
 
     def _polarity(self) -> None:
@@ -267,11 +280,14 @@ class TextPanel(QWidget):
         for message in long_prompt_warnings(self.texts.tokenizer, concepts):
             self._say(message, warn=True)
         version = self.workspace.versions.get(image.unique_id)
-        output = TextOutput(self.viewer, image, self.target.currentData(), concepts)
+        choice = self.target.currentData()
+        output = TextOutput(self.viewer, image, None if choice == NEW_LAYER else choice,
+                            concepts, reuse=self._run_layer if choice is None else None)
         run = _Run([layers.slice_ref(image, i, version) for i in indices], concepts,
                    self.floor.value)
         options = {"floor": run.floor, "exemplars": exemplars, "min_area": self.min_size.value(),
-                   "fill_holes": self.fill_holes.isChecked(), "first_id": output.first_id}
+                   "fill_holes": self.fill_holes.isChecked(), "first_id": output.first_id,
+                   "link_iou": LINK_IOU if self.link.isChecked() and len(indices) > 1 else None}
         self._start(run, output, options)
 
     def _start(self, run: _Run, output: TextOutput, options: dict) -> None:
@@ -283,11 +299,11 @@ class TextPanel(QWidget):
         self.refresh()
         self._say(f"Searching {len(run.refs)} slice(s) of '{output.image.name}' for "
                   f"{', '.join(run.concepts) or 'the exemplars'}...")
+        self._activity = Activity(len(run.refs), "SAM text search")
         self._state.worker = create_worker(
             iter_search, self.workspace, run.refs, run.concepts, **options,
             cancelled=self._state.cancel.is_set, warn_long=False,
-            _progress={"total": len(run.refs), "desc": "SAM text search"},
-            _connect={"yielded": self._on_slice, "errored": self._on_error,
+            _connect={"yielded": self._pacer.push, "errored": self._on_error,
                       "finished": self._on_finished},
             _ignore_errors=True, _start_thread=True)
 
@@ -297,30 +313,40 @@ class TextPanel(QWidget):
             self._state.stop()
             self._say("Cancelling: the slice in progress finishes first.")
 
-    def _on_slice(self, done: SearchStep) -> None:
+    def _apply_slices(self, steps: list[SearchStep]) -> None:
+        """Write a batch of finished slices (:class:`~.pacing.Pacer`): one refresh per batch."""
         out = self.output
         if out is None:
             return
-        if done.min_score is not None:
-            if self.floor.cut != done.min_score:
+        for done in steps:
+            if done.min_score is not None and self.floor.cut != done.min_score:
                 self.floor.set_cut(done.min_score)
-        if not out.add(done.index, done.result):
-            self._state.stop()
-            self._say(f"'{out.layer.name}' was removed; the search stopped.", warn=True)
-            return
+            if not out.add(done.index, done.result, refresh=False):
+                self._state.stop()
+                self._say(f"'{out.layer.name}' was removed; the search stopped.", warn=True)
+                return
+        out.refresh()
+        done = steps[-1]
         self.progress.setValue(done.done)
         self.status.setText(f"{layers.index_label(out.image, done.index)}: "
                             f"{len(done.result.instances)} instance(s); "
                             f"{done.done} of {done.total} slice(s) done.")
+        if self._activity is not None:  # last: napari's bar turns the event loop (re-entry)
+            self._activity.advance(len(steps))
 
     def _on_error(self, exc: BaseException) -> None:
         self._say(workers.describe(exc), warn=True)
 
     def _on_finished(self) -> None:
+        self._pacer.flush()
+        if self._activity is not None:
+            self._activity.close()
+            self._activity = None
         out, run = self.output, self._run
         if out is None:
             return
         written = out.finish()
+        self._run_layer = out.layer if out.new else self._run_layer
         hint = "" if written or not run.refs else contrast_hint(run.refs[0])
         self._say(summary(out, written, len(run.refs), run.concepts, run.floor) + hint)
         self.output = None

@@ -1,0 +1,158 @@
+"""Stack runs keep the window responsive: results at a bounded rate, Cancel within one slice.
+
+A 40-slice stack on the shipped toy (fast: a slice every few milliseconds) in the Text,
+Automatic and Propagate tabs, the dock opened the napari way. Results must reach the layers in
+batches, at most one per :data:`~napari_sam3_onnx._napari.pacing.INTERVAL_MS` (no redraw per
+slice). Cancel is pressed with a real mouse click once the first slices are shown; the run must
+stop within one slice of it. The event loop's largest stall during such runs is a benchmark
+(``benchmarks/stack_runs_ui.py``), not a timed test: this machine's load decides wall times.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from qtpy.QtCore import Qt
+
+pytest.importorskip("onnx")
+
+from napari_sam3_onnx._napari.launch import PLUGIN, WIDGET
+from napari_sam3_onnx._napari.pacing import INTERVAL_MS
+from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
+
+from .gui_helpers import settle
+
+pytestmark = pytest.mark.gui
+
+NZ = 40
+
+
+@pytest.fixture
+def stack_dock(make_napari_viewer):
+    viewer = make_napari_viewer()
+    image, truth = synthetic_nuclei((NZ, 180, 240))
+    lo, hi = np.percentile(image, [0.5, 99.8])
+    viewer.add_image(image, name="nuclei", contrast_limits=(float(lo), float(hi)))
+    _dock, widget = viewer.window.add_plugin_dock_widget(PLUGIN, WIDGET)
+    widget.model.load_toy()
+    return viewer, widget, truth
+
+
+def _text(viewer, w):
+    panel = w.panels["Text"]
+    w.tabs.setCurrentWidget(panel)
+    panel.concepts.setText("nucleus")
+    panel.scope.set_mode("all")
+    return panel, panel.run, lambda: panel._pacer
+
+
+def _automatic(viewer, w):
+    panel = w.panels["Automatic"]
+    w.tabs.setCurrentWidget(panel)
+    panel.settings.points_per_side.setValue(4)  # a fast run: 16 clicks a slice
+    panel.scope.set_mode("all")
+    return panel, panel.run, lambda: panel._pacer
+
+
+def _propagate(viewer, w):
+    z = NZ // 2
+    viewer.dims.set_current_step(0, z)
+    _, truth = synthetic_nuclei((NZ, 180, 240))
+    rr, cc = np.nonzero(truth[z] == 2)
+    w.session.layers.points.add([z, rr.mean(), cc.mean()])
+    panel = w.panels["Propagate"]
+    panel.stop_after.setValue(0)  # walk the whole stack
+
+    def start():
+        ids = w.commit()
+        w.tabs.setCurrentWidget(panel)
+        panel.from_ids.setChecked(True)
+        panel.ids.setText(",".join(map(str, ids)))
+        assert panel.run()
+
+    return panel, start, lambda: panel.runner._pacer
+
+
+TABS = {"Text": _text, "Automatic": _automatic, "Propagate": _propagate}
+
+
+@pytest.mark.parametrize("tab", list(TABS))
+def test_a_stack_run_applies_results_in_paced_batches(stack_dock, qtbot, tab, monkeypatch):
+    viewer, w, _truth = stack_dock
+    panel, start, pacer_of = TABS[tab](viewer, w)
+    pacer = pacer_of()
+    settle(qtbot, w.session, timeout=20000)
+    applied: list[float] = []
+    inner = pacer._apply
+    monkeypatch.setattr(pacer, "_apply", lambda items: (applied.append(time.perf_counter()),
+                                                         inner(items)))
+    start()
+    qtbot.waitUntil(lambda: not panel.running, timeout=120000)
+    assert 1 <= pacer.batches < NZ, pacer.batches  # a redraw per batch, not per slice
+    # at most one batch per interval while running (the last is the run's end)
+    gaps = np.diff(applied[:-1])
+    assert (gaps >= INTERVAL_MS / 1e3 * 0.9).all(), gaps
+
+
+@pytest.mark.parametrize("tab", list(TABS))
+def test_cancel_stops_the_run_within_one_slice(stack_dock, qtbot, tab, monkeypatch):
+    """The click is queued when the worker has finished CLICK_AT slices, as a user's click
+    arrives: handled whenever the Qt thread next turns its event loop."""
+    viewer, w, _truth = stack_dock
+    produced = {"n": 0, "at_click": None, "button": None}
+    _count_steps(monkeypatch, tab, produced)
+    panel, start, _pacer = TABS[tab](viewer, w)
+    produced["button"] = panel.cancel_button
+    settle(qtbot, w.session, timeout=20000)
+    start()
+    qtbot.waitUntil(lambda: not panel.running, timeout=120000)
+    assert produced["at_click"] == CLICK_AT
+    assert produced["n"] - produced["at_click"] <= 1, produced
+    assert "ancel" in w.status.text(), w.status.text()
+
+
+#: Slices finished when the Cancel click is queued.
+CLICK_AT = 4
+
+
+def _post_click(button) -> None:
+    """Queue a left click on ``button`` (thread-safe: the events wait in Qt's queue)."""
+    from qtpy.QtCore import QEvent, QPointF
+    from qtpy.QtGui import QMouseEvent
+    from qtpy.QtWidgets import QApplication
+
+    centre = QPointF(button.rect().center())
+    for kind in (QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonRelease):
+        event = QMouseEvent(kind, centre, button.mapToGlobal(centre), Qt.MouseButton.LeftButton,
+                            Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+        QApplication.postEvent(button, event)
+
+
+def _count_steps(monkeypatch, tab, produced) -> None:
+    """Count the steps the tab's workflow generator yields (in the worker); queue the click."""
+    import importlib
+
+    module, name = {"Text": ("napari_sam3_onnx._napari.text.panel", "iter_search"),
+                    "Automatic": ("napari_sam3_onnx._napari.automatic.panel",
+                                  "iter_segment_refs"),
+                    "Propagate": ("napari_sam3_onnx._napari.propagate.run",
+                                  "iter_propagate")}[tab]
+    mod = importlib.import_module(module)
+    inner = getattr(mod, name)
+
+    def counted(*args, **kwargs):
+        steps = inner(*args, **kwargs)
+        while True:
+            try:
+                step = next(steps)
+            except StopIteration as end:
+                return end.value  # the workflow's result (propagation returns one)
+            produced["n"] += 1
+            if produced["n"] == CLICK_AT:
+                produced["at_click"] = produced["n"]
+                _post_click(produced["button"])
+            yield step
+
+    monkeypatch.setattr(mod, name, counted)
