@@ -29,7 +29,7 @@ from qtpy.QtWidgets import (
 
 from napari_sam3_onnx._napari import layers, workers
 from napari_sam3_onnx._napari.compact import compact_combo
-from napari_sam3_onnx._napari.panels import DockHost, follow_dock
+from napari_sam3_onnx._napari.host import DockHost, follow_dock
 from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx.api.exemplars import ExemplarSearch, exemplars_from_labels, search_from_labels
 from napari_sam3_onnx.api.seeds import parse_ids

@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_cmd.add_parsers(sub)
     for command in sub.choices.values():  # progress bars draw only on a terminal anyway
         command.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+        command.set_defaults(parser=parser)  # replay parses a recorded command line with it
     return parser
 
 

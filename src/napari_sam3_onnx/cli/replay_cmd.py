@@ -37,9 +37,10 @@ from .guard import check_outputs
 
 #: Options recorded per workflow (argparse ``dest`` names); replay sets them back.
 SETTINGS = {
-    "text": ("axis", "rgb", "window", "slices", "tile", "floor", "min_area", "fill_holes",
-             "link_iou", "exemplar_ids", "negative_ids", "others_negative", "through_stack"),
-    "propagate": ("axis", "rgb", "window", "direction", "range", "stop_after", "fixed"),
+    "text": ("axis", "rgb", "series", "window", "slices", "tile", "floor", "min_area",
+             "fill_holes", "link_iou", "exemplar_ids", "negative_ids", "others_negative",
+             "through_stack"),
+    "propagate": ("axis", "rgb", "series", "window", "direction", "range", "stop_after", "fixed"),
     "segment-all": ("axis", "rgb", "window", "slices", "tile", "link_iou", "no_link",
                     "propagate_from"),
 }
@@ -74,7 +75,7 @@ def record_for(args: argparse.Namespace, workflow: str, bundle: api.Bundle, imag
                              "precision": getattr(store, "precision", None)}
     precision = bundle.adapter.precision or _declared_precision(str(args.bundle))
     info = bundle_info(bundle.folder, bundle.layout, precision)
-    shape = read_image(image).shape
+    shape = read_image(image, getattr(args, "series", None)).shape  # the series worked on
     return make_record(workflow, info, image, shape, prompts, settings, planes)
 
 
@@ -107,13 +108,15 @@ def _argv(record: Provenance, args: argparse.Namespace, image: Path) -> list[str
 
 def replay_namespace(record: Provenance, args: argparse.Namespace,
                      image: Path) -> argparse.Namespace:
-    """The recorded command's options, with this call's bundle, image, output and store."""
-    from . import build_parser
+    """The recorded command's options, with this call's bundle, image, output and store.
 
+    The recorded command line is parsed by the very parser that parsed ``args`` (handed to
+    every command as ``args.parser`` by :func:`~napari_sam3_onnx.cli.build_parser`).
+    """
     if record.workflow not in SETTINGS:
         raise InputError(f"{args.output} records the workflow {record.workflow!r}, which "
                          f"'replay' cannot run (it runs {', '.join(SETTINGS)}).")
-    ns = build_parser().parse_args(_argv(record, args, image))
+    ns = args.parser.parse_args(_argv(record, args, image))
     for name, value in record.settings.items():
         if hasattr(ns, name) and name != "store":
             setattr(ns, name, value)

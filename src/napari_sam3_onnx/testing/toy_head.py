@@ -26,6 +26,7 @@ from .builder import GraphBuilder
 from .concepts import FAR, ints
 from .geometry import TestGeometry
 from .semantics import BRIGHT
+from .toy_blobs import REACH, blob_partition
 
 #: Factor on the decoder's logits (the toy head's brightness edge is 20 logits per unit).
 GAIN = 10.0
@@ -51,8 +52,6 @@ def clicked_blobs(b: GraphBuilder, brightness: str, points: str, labels: str,
         ``gate [L*L]`` float (``+FAR`` on the selected blobs' pixels, ``-FAR`` elsewhere;
         ``+FAR`` everywhere without a positive click) and ``has_positive [1]`` bool.
     """
-    from .toy_bundle import REACH, blob_partition
-
     size, s = geometry.mask_size, geometry.input_size
     member, _cover, live, qx, qy = blob_partition(b, brightness, b.const([BRIGHT]), size)
     scale = b.const([size / s])
