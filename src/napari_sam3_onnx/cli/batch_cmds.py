@@ -260,16 +260,8 @@ def _cmd_text_exemplars(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     stack = res.labels if res.labels.ndim == 3 else res.labels[None]
-    write_labels(args.out, res.labels.shape, iter(stack), replace=args.overwrite,
-                 provenance=provenance, **_labels_metadata(args, path, view.ndim))
-    record.done("--out", args.out)
-    if args.table is not None:
-        rows = [{"label": oid, "index_0": z, "area_px": int(area)}
-                for z in range(stack.shape[0])
-                for oid, area in zip(*np.unique(stack[z], return_counts=True), strict=True)
-                if oid != 0]
-        write_table(args.table, ["label", "index_0", "area_px"], rows, replace=args.overwrite)
-        record.done("--table", args.table)
+    _write_propagated(args, stack, _labels_metadata(args, path, view.ndim), record, provenance,
+                      shape=res.labels.shape)
     how = f", carried through z ({res.method})" if res.method else ""
     print(f"{res.objects} object(s) like the exemplars on plane(s) "
           f"{', '.join(map(str, res.planes))}{how} -> {args.out}"
@@ -324,9 +316,13 @@ def _index_range(text: str | None, n: int) -> tuple[int, int] | None:
 
 
 def _write_propagated(args: argparse.Namespace, labels: np.ndarray, meta: dict,
-                      record: RunRecord, provenance: Provenance | None = None) -> None:
-    """--out (and --table: object areas per slice) of a propagation."""
-    write_labels(args.out, labels.shape, iter(labels), replace=args.overwrite,
+                      record: RunRecord, provenance: Provenance | None = None,
+                      shape: tuple[int, ...] | None = None) -> None:
+    """--out (and --table: object areas per slice) of a labels stack ``[Z, Y, X]``.
+
+    ``shape``: the output's shape where it differs from the stack's (one plane: ``[Y, X]``).
+    """
+    write_labels(args.out, shape or labels.shape, iter(labels), replace=args.overwrite,
                  provenance=provenance, **meta)
     record.done("--out", args.out)
     if args.table is not None:
