@@ -41,6 +41,7 @@ from napari_sam3_onnx._napari.model.panel import ModelPanel
 from napari_sam3_onnx._napari.panels import extra_panels
 from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx._napari.save_labels import SaveLabelsButton
+from napari_sam3_onnx._napari.series_hint import SeriesHint
 from napari_sam3_onnx._napari.tiling_switch import tile_switch, tile_tooltip
 from napari_sam3_onnx.api.workspace import Workspace
 
@@ -131,6 +132,8 @@ class ClicksWidget(QWidget):
         self.tabs.currentChanged.connect(lambda _i: self.status.setText(""))  # not stale news
         layout = QVBoxLayout(self)
         layout.addWidget(self.model)
+        self.series_hint = SeriesHint(napari_viewer, self.image)  # every tab's image
+        layout.addWidget(self.series_hint)
         layout.addWidget(self.tabs)
         self.save_labels = SaveLabelsButton(napari_viewer, self.notify)
         layout.addWidget(self.save_labels)

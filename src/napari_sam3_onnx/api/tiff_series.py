@@ -58,9 +58,7 @@ def choose_series(tf, path: Path | str, announce: bool = True,
         return series
     if len(found) <= 1:
         return 0
-    sizes = [(_plane_px(tuple(s.shape), str(s.axes)), i) for i, s in enumerate(found)]
-    best = max(size for size, _ in sizes)
-    top = [i for size, i in sizes if size == best]
+    top = full_size_series(found)
     if len(top) > 1:
         raise SeriesError(f"{path} holds {len(found)} image series ({listing}) and series "
                           f"{', '.join(map(str, top))} are all full-size: name one with "
@@ -71,3 +69,13 @@ def choose_series(tf, path: Path | str, announce: bool = True,
                       f"{index}, the full-resolution one (--series N reads another).",
                       UserWarning, stacklevel=2)
     return index
+
+
+def full_size_series(series) -> list[int]:
+    """Indices of the series in ``series`` (``tf.series``) whose planes are the largest.
+
+    One index: the full-resolution series :func:`choose_series` reads; several: a tie it refuses.
+    """
+    sizes = [(_plane_px(tuple(s.shape), str(s.axes)), i) for i, s in enumerate(series)]
+    best = max(size for size, _ in sizes)
+    return [i for size, i in sizes if size == best]
