@@ -12,7 +12,7 @@ import pytest
 import tifffile
 from qtpy.QtCore import Qt
 
-from tests.gui.conftest import open_plugin_widget
+from .conftest import open_plugin_widget
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -78,7 +78,7 @@ def test_tied_full_size_series_are_listed_and_nothing_guessed(make_napari_viewer
     first, second = _stack(seed=1), _stack(seed=2)
     path = tmp_path / "two-positions.tif"
     _write(path, preview, first, second)
-    viewer, layer, widget, hint = _open(make_napari_viewer, qtbot, path)
+    viewer, layer, _widget, hint = _open(make_napari_viewer, qtbot, path)
     text = hint.text.text()
     assert "series 0 (32x32" in text and "Series 1, 2 are all full-size" in text
     assert "series 1 (3x60x90" in text and "series 2 (3x60x90" in text
@@ -95,3 +95,17 @@ def test_tied_full_size_series_are_listed_and_nothing_guessed(make_napari_viewer
     np.testing.assert_array_equal(np.asarray(new.data), second)
     np.testing.assert_allclose(new.scale[-2:], (DY, DX))
     np.testing.assert_array_equal(layer.data, preview)
+
+
+def test_large_series_opens_lazily(make_napari_viewer, qtbot, tmp_path, monkeypatch):
+    from napari_sam3_onnx._napari import series_hint
+
+    monkeypatch.setattr(series_hint, "IN_MEMORY_BYTES", 0)  # every series counts as large
+    stack = _stack()
+    path = tmp_path / "big.tif"
+    _write(path, np.zeros((32, 32), np.uint16), stack)
+    viewer, _layer, _widget, hint = _open(make_napari_viewer, qtbot, path)
+    qtbot.mouseClick(hint.button, Qt.MouseButton.LeftButton)
+    new = viewer.layers["big (series 1)"]
+    assert not isinstance(new.data, np.ndarray)  # read plane by plane, not loaded whole
+    np.testing.assert_array_equal(np.asarray(new.data[2]), stack[2])

@@ -15,7 +15,7 @@ is never changed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -72,22 +72,30 @@ def series_report(path: Path, shape: tuple[int, ...]) -> SeriesReport | None:
     None when the file holds one series, cannot be read, or ``shape`` is that of a full-size
     series or of no series at all (then it cannot be told which series the layer is).
     """
+    try:
+        stat = path.stat()
+        shapes, axes, full = _series(str(path), stat.st_mtime_ns, stat.st_size)
+    except Exception:  # a hint only: an odd file must not break the dock
+        return None
+    opened = [i for i, s in enumerate(shapes) if s == shape]
+    if len(shapes) < 2 or not opened or any(shapes[i] == shape for i in full):
+        return None
+    return SeriesReport(path, shapes, axes, opened[0], full)
+
+
+@lru_cache(maxsize=32)
+def _series(path: str, _mtime_ns: int, _size: int):
+    """Each series' shape and axes, and the full-size ones (read once per file version)."""
     import tifffile
 
     from napari_sam3_onnx.api.tiff_series import full_size_series
 
-    try:
-        with tifffile.TiffFile(path) as tf:
-            found = list(tf.series)
-            shapes = tuple(tuple(int(n) for n in s.shape) for s in found)
-            axes = tuple(str(s.axes) for s in found)
-            full = tuple(full_size_series(found)) if len(found) > 1 else (0,)
-    except Exception:  # a hint only: an odd file must not break the dock
-        return None
-    opened = [i for i, s in enumerate(shapes) if s == shape]
-    if len(found) < 2 or not opened or any(shapes[i] == shape for i in full):
-        return None
-    return SeriesReport(path, shapes, axes, opened[0], full)
+    with tifffile.TiffFile(path) as tf:
+        found = list(tf.series)
+        shapes = tuple(tuple(int(n) for n in s.shape) for s in found)
+        axes = tuple(str(s.axes) for s in found)
+        full = tuple(full_size_series(found)) if len(found) > 1 else (0,)
+    return shapes, axes, full
 
 
 def message(layer_name: str, report: SeriesReport) -> str:
