@@ -74,7 +74,8 @@ def series_report(path: Path, shape: tuple[int, ...]) -> SeriesReport | None:
     """
     try:
         stat = path.stat()
-        shapes, axes, full = _series(str(path), stat.st_mtime_ns, stat.st_size)
+        shapes, axes, full = _series(str(path), (stat.st_mtime_ns, stat.st_ctime_ns,
+                                                 stat.st_ino, stat.st_size))
     except Exception:  # a hint only: an odd file must not break the dock
         return None
     opened = [i for i, s in enumerate(shapes) if s == shape]
@@ -84,8 +85,11 @@ def series_report(path: Path, shape: tuple[int, ...]) -> SeriesReport | None:
 
 
 @lru_cache(maxsize=32)
-def _series(path: str, _mtime_ns: int, _size: int):
-    """Each series' shape and axes, and the full-size ones (read once per file version)."""
+def _series(path: str, _version: tuple[int, ...]):
+    """Each series' shape and axes, and the full-size ones (read once per file version).
+
+    ``_version`` (mtime, ctime, inode, size) only keys this memo of a header read.
+    """
     import tifffile
 
     from napari_sam3_onnx.api.tiff_series import full_size_series
