@@ -74,13 +74,19 @@ def test_click_markers_are_about_ten_screen_pixels_at_the_initial_zoom(make_napa
     assert points.canvas_size_limits[0] >= 6  # zoomed out, still a visible marker
 
 
+@pytest.mark.parametrize("how", ["close button", "remove_dock_widget"])
 def test_closing_and_reopening_the_dock_keeps_the_loaded_model(sample_dock, make_napari_viewer,
-                                                               qtbot):
+                                                               qtbot, how):
+    from qtpy.QtCore import Qt
+
     viewer, dock, w = sample_dock
     w.model.load_toy()
     adapter = w.model.adapter
     assert adapter is not None
-    viewer.window.remove_dock_widget(dock)
+    if how == "close button":  # the dock title bar's x, clicked
+        qtbot.mouseClick(dock.title.close_button, Qt.MouseButton.LeftButton)
+    else:
+        viewer.window.remove_dock_widget(dock)
     qtbot.wait(50)
     assert w.session.closed  # the old dock let go of the viewer
     _dock2, w2 = viewer.window.add_plugin_dock_widget(PLUGIN, WIDGET)
