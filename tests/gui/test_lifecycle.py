@@ -34,7 +34,9 @@ def test_a_deleted_prompt_layer_comes_back_when_the_image_is_chosen_again(make_w
     stack, truth, centre = blob_stack()
     viewer, _image, w = make_widget(stack)
     viewer.layers.remove(w.session.layers.points)
-    assert "choose the image" in w.session.messages[-1]
+    # said at the event loop's next turn (an exit, which removes every layer, says nothing)
+    qtbot.waitUntil(lambda: bool(w.session.messages)
+                    and "choose the image" in w.session.messages[-1], timeout=2000)
     w.image.activated.emit(w.image.currentIndex())
     points = w.session.layers.points
     assert points in viewer.layers and points.name == "SAM prompts"

@@ -4,24 +4,26 @@ napari gives every ``widgets`` entry of ``napari.yaml`` its own dock. So that "T
 does not build a second widget (with its own prompt layers and cache) beside "Clicks and
 boxes", an entry finds the widget already docked in this viewer, takes it out of its dock and
 hands it back to napari, which docks it under the entry's name; a new widget is built only when
-there is none. The entries are classes because napari passes the viewer to a class whose
-``__init__`` names ``napari_viewer``; calling one (their metaclass's ``__call__``) returns the
-widget itself, typed as such.
+there is none, on the viewer's workspace kept from a dock closed earlier (:mod:`.kept`). The
+entries are classes because napari passes the viewer to a class whose ``__init__`` names
+``napari_viewer``; calling one (their metaclass's ``__call__``) returns the widget itself,
+typed as such.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from napari_sam3_onnx._napari.kept import KeptPerViewer
 from napari_sam3_onnx._napari.widget import ClicksWidget
 
 
-def open_on_tab(napari_viewer, tab: str) -> ClicksWidget:
-    """The viewer's SAM 3 widget (built if there is none), out of any dock, on ``tab``."""
+def open_on_tab(napari_viewer, tab: str, kept: KeptPerViewer) -> ClicksWidget:
+    """The viewer's SAM 3 widget, out of any dock, on ``tab`` (built on ``kept``'s if none)."""
     widget = next((w for w in napari_viewer.window.dock_widgets.values()
                    if isinstance(w, ClicksWidget)), None)
     if widget is None:
-        widget = ClicksWidget(napari_viewer)
+        widget = ClicksWidget(napari_viewer, kept=kept.get(napari_viewer))
     else:
         widget.moving = True  # leaving the old dock is not a close: keep the session
         napari_viewer.window.remove_dock_widget(widget)
@@ -33,9 +35,11 @@ class _OpensTheDock(type):
     """Metaclass of the menu entries: ``Entry(napari_viewer)`` is the one dock widget."""
 
     TAB: str
+    #: Each viewer's workspace, kept while its dock is closed (the loaded model survives).
+    KEPT = KeptPerViewer()
 
     def __call__(cls, napari_viewer: Any) -> ClicksWidget:
-        return open_on_tab(napari_viewer, cls.TAB)
+        return open_on_tab(napari_viewer, cls.TAB, cls.KEPT)
 
 
 class _Entry(metaclass=_OpensTheDock):

@@ -33,6 +33,8 @@ POSITIVE_COLOR = "lime"
 NEGATIVE_COLOR = "magenta"
 POSITIVE_SYMBOL = "disc"
 NEGATIVE_SYMBOL = "cross"
+#: Click markers never draw smaller than this many screen pixels, however far one zooms out.
+MIN_MARKER_PX = 6
 #: Colours of previewed objects 1, 2, ... (committed objects use napari's random label colours).
 PREVIEW_COLORS = ("gold", "springgreen", "deepskyblue", "orchid", "tomato")
 #: Names of a stack's leading axes by how many there are (a plane has none).
@@ -186,9 +188,21 @@ def preview_colormap():
     return DirectLabelColormap(color_dict={None: PREVIEW_COLORS[0], 0: "transparent", **colours})
 
 
+def marker_size(image: Image) -> float:
+    """A click marker's diameter in the image's data pixels: 1/64 of the plane's longer side.
+
+    napari sizes points in data units, so a fixed size is a dot on a large image and a blob
+    on a small one; this gives 8-12 screen pixels at the initial zoom (the plane fitted to a
+    canvas of 500-800 pixels), whatever the image's size. :data:`MIN_MARKER_PX` bounds it
+    when zoomed out.
+    """
+    return max(1.0, max(plane_shape(image)[-2:]) / 64)
+
+
 def make_prompt_layers(viewer, image: Image, target: Labels | None = None) -> PromptLayers:
     """Find or create the image's prompt, box, preview and (unless given) target layers."""
-    points = find_or_add(viewer, Points, PROMPTS_NAME, image, size=8)
+    points = find_or_add(viewer, Points, PROMPTS_NAME, image, size=marker_size(image),
+                         canvas_size_limits=(MIN_MARKER_PX, 10000))
     style_points(points)
     shapes = find_or_add(viewer, Shapes, BOXES_NAME, image, face_color="transparent",
                          edge_color="yellow", edge_width=2)

@@ -30,6 +30,7 @@ from napari_sam3_onnx._napari.clicks.fov import make_fov_control
 from napari_sam3_onnx._napari.clicks.refine import RefineControl, RefiningSession
 from napari_sam3_onnx._napari.compact import compact_combo
 from napari_sam3_onnx._napari.encode_status import EncodeStatus
+from napari_sam3_onnx._napari.kept import Kept, remember, restore
 from napari_sam3_onnx._napari.layers import (
     OBJECTS_NAME,
     is_scratch,
@@ -43,7 +44,6 @@ from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx._napari.save_labels import SaveLabelsButton
 from napari_sam3_onnx._napari.series_hint import SeriesHint
 from napari_sam3_onnx._napari.tiling_switch import tile_switch, tile_tooltip
-from napari_sam3_onnx.api.workspace import Workspace
 
 KEYS = {"t": "toggle", "c": "commit", "Shift-C": "clear"}
 #: Bound on the prompt layers only, where napari binds nothing: undo the last commit from where
@@ -59,13 +59,18 @@ class ClicksWidget(QWidget):
     ----------
     napari_viewer : napari.Viewer
         The viewer (napari passes it when the widget is opened from the Plugins menu).
+    kept : Kept, optional
+        The viewer's state that outlives the dock (:mod:`.kept`): its workspace, and the model
+        a closed dock had loaded, shown again here (default: new, nothing loaded).
     """
 
-    def __init__(self, napari_viewer, parent: QWidget | None = None) -> None:
+    def __init__(self, napari_viewer, parent: QWidget | None = None,
+                 kept: Kept | None = None) -> None:
         super().__init__(parent)
         self.viewer = napari_viewer
         self._updating = False
-        self.workspace = Workspace()  # the model, encoder and caches every tab shares
+        self.kept = kept if kept is not None else Kept()
+        self.workspace = self.kept.workspace  # the model, encoder and caches every tab shares
         self.session = RefiningSession(napari_viewer, self.workspace, notify=self.notify,
                                     busy=self._busy, inform=self.inform)
         self._layer_names: dict = {}  # unique_id -> name, kept on the Qt thread for workers
@@ -150,6 +155,7 @@ class ClicksWidget(QWidget):
         self.moving = False  # True while a menu entry moves the widget into its own dock
         self.destroyed.connect(self._teardown)
         self._refresh_choices()
+        restore(self.kept, self.model)  # the model a closed dock of this viewer had loaded
 
     # ---- actions ---------------------------------------------------------------------
     def commit(self, _viewer=None) -> list[int]:
@@ -273,6 +279,7 @@ class ClicksWidget(QWidget):
     def _model_changed(self) -> None:
         """Another model (or none): the clicks run again, the tooltip gives its threshold."""
         self.session.model_changed()
+        remember(self.kept, self.model)
         self.tile.setToolTip(tile_tooltip(self.workspace.adapter))
 
     def _set_budget(self, nbytes: int) -> None:

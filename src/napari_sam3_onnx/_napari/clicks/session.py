@@ -14,7 +14,7 @@ from typing import cast
 from napari.layers import Image, Labels
 
 from napari_sam3_onnx._napari import commit, layers, workers
-from napari_sam3_onnx._napari.clicks import fov, prompts
+from napari_sam3_onnx._napari.clicks import fov, prompts, removal
 from napari_sam3_onnx._napari.clicks.debounce import Debouncer
 from napari_sam3_onnx._napari.hints import NO_MODEL_FOR_CLICKS, contrast_hint
 from napari_sam3_onnx.api import clicks as click_flow
@@ -348,11 +348,11 @@ class ClickSession:
             self.layers = None
             self.generation += 1
             self.workspace.cache.drop(lambda k: k.source == event.value.unique_id)
-            self._say(f"The image layer '{event.value.name}' was removed; its pending results "
-                      "were discarded. Pick another image.")
+            removal.say_unless_closing(self._say, lambda: self.closed,
+                                       removal.image_removed(event.value.name))
         elif event.value in (lay.points, lay.shapes):
-            self._say(f"'{event.value.name}' was removed; choose the image in the widget again "
-                      "to get a new one.")
+            removal.say_unless_closing(self._say, lambda: self.closed,
+                                       removal.prompt_layer_removed(event.value.name))
 
     # ---- helpers ---------------------------------------------------------------------
     def _clear_preview(self) -> None:

@@ -115,3 +115,18 @@ def check_usable(adapter: SamAdapter) -> None:
         caps = ", ".join(sorted(c.value for c in adapter.capabilities))
         raise Sam3OnnxError(f"The {adapter.layout} bundle cannot answer clicks, boxes or text "
                             f"(it can: {caps}). Choose a bundle with a SAM head or a detector.")
+
+
+def capability_note(adapter: SamAdapter, toy: bool = False) -> str:
+    """What the model line adds: a bundle that cannot take clicks (or boxes), the toy's warning.
+
+    HTML, each note on a line of its own (empty for a full bundle that is not the toy).
+    """
+    note = ""
+    if not adapter.has(Capability.CLICKS):
+        note = "<br>Boxes only: this bundle has no click decoder."
+        if not adapter.has(Capability.BOXES):
+            note = "<br>Text only: this bundle has no click or box decoder; use the Text tab."
+    if toy:
+        note += f"<br><b style='color:orange'>{TOY_NOTE}</b>"
+    return note

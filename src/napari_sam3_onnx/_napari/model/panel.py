@@ -32,9 +32,9 @@ from qtpy.QtWidgets import (
 
 from napari_sam3_onnx._napari import workers
 from napari_sam3_onnx._napari.model.bundle_words import (
-    TOY_NOTE,
     bundle_name,
     bundle_precision,
+    capability_note,
     cpu_path_notes,
     model_line,
 )
@@ -238,26 +238,26 @@ class ModelPanel(QWidget):
         self._on_model()
         self.loaded.emit()
 
-    def _opened(self, folder: Path, opened: Opened) -> SamAdapter:
-        adapter = opened.adapter
-        self.workspace.attach(adapter, folder)
-        if opened.texts is not None:
-            self.workspace.adopt_texts(opened.texts)
-        detector_only = not adapter.has(Capability.CLICKS)
-        name = bundle_name(folder, self.toy)
-        self._loaded = (folder, name)
-        self.folder.setText(name)
+    def _opened(self, folder: Path, opened: Opened | None) -> SamAdapter:
+        """Show the model ``opened`` from ``folder`` (None: the workspace's, already attached)."""
+        if opened is not None:
+            self.workspace.attach(opened.adapter, folder)
+            if opened.texts is not None:
+                self.workspace.adopt_texts(opened.texts)
+        adapter = cast(SamAdapter, self.workspace.adapter)
+        self._loaded = (folder, bundle_name(folder, self.toy))
+        self.folder.setText(self._loaded[1])
         self.folder.setToolTip(str(folder.resolve()))
-        note = "" if not detector_only else "<br>Boxes only: this bundle has no click decoder."
-        if detector_only and not adapter.has(Capability.BOXES):
-            note = "<br>Text only: this bundle has no click or box decoder; use the Text tab."
-        if self.toy:
-            note += f"<br><b style='color:orange'>{TOY_NOTE}</b>"
         device = self.device.currentText()
         line = model_line(adapter, bundle_precision(folder), [device_label(device)], self.toy)
-        self._line = f"{line}{note}{cpu_path_notes(folder, device)}"
-        self._hand_on()
+        self._line = f"{line}{capability_note(adapter, self.toy)}{cpu_path_notes(folder, device)}"
+        (self._hand_on if opened is not None else self._changed)()
         return adapter
+
+    def show_kept(self, toy: bool) -> None:
+        """Show the workspace's model, kept from a closed dock of this viewer: not opened again."""
+        self.toy = toy
+        self._opened(cast(Path, self.workspace.folder), None)
 
     def _hand_on(self) -> None:
         """Attach the model to the workspace with the chosen store (the encoder every tab uses).
