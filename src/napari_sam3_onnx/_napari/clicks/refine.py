@@ -17,13 +17,12 @@ A label is picked with Alt+click on it while its Labels layer is the active laye
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
 
 import numpy as np
 from napari.layers import Labels
 from qtpy.QtWidgets import QGroupBox, QHBoxLayout, QPushButton, QSpinBox, QVBoxLayout
 
-from napari_sam3_onnx._napari import layers, workers
+from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.clicks import prompts
 from napari_sam3_onnx._napari.clicks.session import ClickSession
 from napari_sam3_onnx._napari.commit import plane_indices
@@ -163,16 +162,7 @@ class RefiningSession(ClickSession):
         prompt = refine_prompt(target, clicks, labels, self._last.get(self.key))
         ref = layers.slice_ref(lay.image, index, self.data_version(lay.image))
         job = click_flow.Job(self.generation, ref, [(self.key, prompt)])
-        encoding = click_flow.will_encode(encoder, job)
-        if encoding:
-            self._encoding += 1
-            self._cancelled = False  # waiting again
-            self.busy(True, f"Encoding {layers.index_label(lay.image, index)} of "
-                            f"'{lay.image.name}' (once per plane)...")
-        self._running += 1
-        workers.start(click_flow.run_job, encoder, job, None,
-                      on_result=lambda result: self._apply(cast(click_flow.JobResult, result)),
-                      on_error=self._failed, on_finish=lambda: self._finished(encoding))
+        self._start(encoder, job, None, lay.image, index)
 
     def commit(self) -> list[int]:
         """Replace the picked label by the preview (without one: the plain commit)."""

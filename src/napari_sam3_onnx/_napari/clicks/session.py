@@ -165,17 +165,19 @@ class ClickSession:
         ref = self.view.ref(self.viewer, lay.image, ref, [o.prompt for o in objects])
         job = click_flow.Job(self.generation, ref, [(o.key, with_feedback(o, self._last))
                                                  for o in objects], self.view.tiling)
+        self._start(encoder, job, self.texts, lay.image, index)
+
+    def _start(self, encoder, job: click_flow.Job, texts, image, index) -> None:
         encoding = click_flow.will_encode(encoder, job)
         if encoding:
             self._encoding += 1
             self._cancelled = False  # waiting again
-            self.busy(True, f"Encoding {layers.index_label(lay.image, index)} of "
-                            f"'{lay.image.name}' (once per plane)...")
+            self.busy(True, f"Encoding {layers.index_label(image, index)} of '{image.name}' "
+                            "(once per plane)...")
         self._running += 1
-        workers.start(click_flow.run_job, encoder, job, self.texts,
+        workers.start(click_flow.run_job, encoder, job, texts,
                       on_result=lambda result: self._apply(cast(click_flow.JobResult, result)),
-                      on_error=self._failed,
-                      on_finish=lambda: self._finished(encoding))
+                      on_error=self._failed, on_finish=lambda: self._finished(encoding))
 
     def _apply(self, result: click_flow.JobResult) -> None:
         lay = self.layers
