@@ -5,10 +5,11 @@ import gzip
 import numpy as np
 import pytest
 
-from napari_sam3_onnx.engine.concepts.detector_box import box_iou_xyxy, segment_prompt
+from napari_sam3_onnx.engine.concepts.detector_box import box_iou_xyxy
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.engine.interactive import Prompt
+from napari_sam3_onnx.engine.interactive_dispatch import segment_prompt
 from napari_sam3_onnx.models.bundle import open_bundle
 from napari_sam3_onnx.models.errors import CapabilityError, PromptError
 from napari_sam3_onnx.testing.scenes import BLOBS, planted_image

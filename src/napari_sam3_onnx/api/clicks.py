@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from ..engine.concepts.detector_box import segment_prompt
 from ..engine.concepts.search import TextCache
 from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
+from ..engine.interactive_dispatch import segment_prompt
 from ..engine.tiling.tiled import first_tile, for_plane, input_side, segment_on
 from ..engine.tiling.tiles import TileSettings
 from ..models.base import Capability

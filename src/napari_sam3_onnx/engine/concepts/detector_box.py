@@ -11,10 +11,10 @@ import numpy as np
 
 from napari_sam3_onnx.engine import coords
 from napari_sam3_onnx.engine.concepts.search import VISUAL, TextCache
-from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt, segment
+from napari_sam3_onnx.engine.interactive import ObjectMask
 from napari_sam3_onnx.engine.postprocess import logits_to_mask
-from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
-from napari_sam3_onnx.models.errors import CapabilityError, PromptError
+from napari_sam3_onnx.models.base import Embedding, SamAdapter
+from napari_sam3_onnx.models.errors import PromptError
 
 
 def box_iou_xyxy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -83,24 +83,3 @@ def segment_box_with_detector(
     mask = logits_to_mask(low, shape)
     return ObjectMask(mask, low, float(det.scores[k]), float(det.scores[k]), k)
 
-
-def segment_prompt(
-    adapter: SamAdapter, embedding: Embedding, prompt: Prompt, texts: TextCache | None = None
-) -> ObjectMask:
-    """Segment one object with whatever the bundle offers.
-
-    A SAM head (``clicks``) takes clicks and boxes; a detector-only bundle takes a box alone
-    (clicks are refused with a message saying so).
-    """
-    if adapter.has(Capability.CLICKS):
-        return segment(adapter, embedding, prompt)
-    if adapter.has(Capability.BOXES) and adapter.has(Capability.TEXT) and texts is not None:
-        if len(prompt.points_rc):
-            raise PromptError(
-                f"The {adapter.layout} bundle has no click decoder: draw a box around the "
-                "object instead (or load a bundle with clicks)."
-            )
-        if prompt.box_rc is None:
-            raise PromptError("Draw a box around the object.")
-        return segment_box_with_detector(adapter, embedding, prompt.box_rc, texts)
-    raise CapabilityError(adapter.layout, "clicks")

@@ -18,10 +18,10 @@ from dataclasses import replace
 import numpy as np
 
 from napari_sam3_onnx.engine import coords
-from napari_sam3_onnx.engine.concepts.detector_box import segment_prompt
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.engine.interactive import ObjectMask, Prompt, prepare_prompt
+from napari_sam3_onnx.engine.interactive_dispatch import segment_prompt
 from napari_sam3_onnx.engine.slices import _default_limits, extract_plane
 from napari_sam3_onnx.engine.tiling.tiles import (
     Box,
