@@ -108,14 +108,14 @@ def run_bundle(name: str, folder: Path, test: bool, args) -> list[Row]:
     import napari
     import numpy as np
 
-    from napari_sam3_onnx._napari.widget import ClicksWidget
+    from napari_sam3_onnx._napari.widget import SamDock
 
     stack = make_stack(5, tuple(args.shape))
     viewer = napari.Viewer(show=True)
     try:
         viewer.add_image(stack.data, contrast_limits=stack.window, name="bench")
-        widget = ClicksWidget(viewer)
-        viewer.window.add_dock_widget(widget, name="Clicks and boxes")
+        widget = SamDock(viewer)
+        viewer.window.add_dock_widget(widget, name="SAM 3")
         widget.load_bundle(folder, toy=test)
         viewer.dims.set_current_step(0, PLANE)
         drv = Driver(viewer, widget, stack.centre(PLANE))

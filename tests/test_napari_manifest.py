@@ -27,7 +27,7 @@ def test_manifest_validates_and_imports():
     assert manifest.display_name == "SAM 3"
     # one menu entry per workflow (each opens the one dock on its tab)
     assert [w.display_name for w in manifest.contributions.widgets] == [
-        "Clicks and boxes", "Text search", "Propagate", "Automatic segmentation"]
+        "SAM 3", "Text search", "Propagate", "Automatic segmentation"]
     titles = {c.id: c.title for c in manifest.contributions.commands}
     assert all("(SAM 3)" in titles[w.command] for w in manifest.contributions.widgets)
     samples = {s.key: s.display_name for s in manifest.contributions.sample_data}

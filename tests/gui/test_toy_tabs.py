@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("onnx")
 
 from napari_sam3_onnx._napari.launch import PLUGIN, WIDGET
-from napari_sam3_onnx._napari.widget import ClicksWidget
+from napari_sam3_onnx._napari.widget import SamDock
 from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
 
 from .gui_helpers import settle
@@ -28,7 +28,7 @@ def opened(make_napari_viewer):
 
 
 def _widgets(viewer) -> list:
-    return [w for w in viewer.window.dock_widgets.values() if isinstance(w, ClicksWidget)]
+    return [w for w in viewer.window.dock_widgets.values() if isinstance(w, SamDock)]
 
 
 def test_every_tab_is_enabled_with_the_toy(opened):
@@ -81,10 +81,16 @@ def test_each_menu_entry_opens_the_one_dock_on_its_tab(opened, entry, tab):
     assert back is w and w.tabs.currentIndex() == 0
 
 
+def test_the_dock_opened_from_the_first_entry_is_titled_for_the_whole_dock(make_napari_viewer):
+    viewer = make_napari_viewer()
+    dock, _w = viewer.window.add_plugin_dock_widget(PLUGIN, WIDGET)
+    assert dock.name.startswith("SAM 3") and "Clicks" not in dock.name
+
+
 def test_a_menu_entry_on_a_fresh_viewer_builds_the_widget_on_its_tab(make_napari_viewer):
     viewer = make_napari_viewer()
     _dock, w = viewer.window.add_plugin_dock_widget(PLUGIN, "Propagate")
-    assert isinstance(w, ClicksWidget) and w.tabs.tabText(w.tabs.currentIndex()) == "Propagate"
+    assert isinstance(w, SamDock) and w.tabs.tabText(w.tabs.currentIndex()) == "Propagate"
 
 
 def test_nothing_found_under_a_black_window_says_check_the_contrast_limits(opened, qtbot):

@@ -1,8 +1,8 @@
 """The plugin's menu entries: one per workflow, each opening the one SAM 3 dock on its tab.
 
 napari gives every ``widgets`` entry of ``napari.yaml`` its own dock. So that "Text search"
-does not build a second widget (with its own prompt layers and cache) beside "Clicks and
-boxes", an entry finds the widget already docked in this viewer, takes it out of its dock and
+does not build a second widget (with its own prompt layers and cache) beside the one opened
+by "SAM 3", an entry finds the widget already docked in this viewer, takes it out of its dock and
 hands it back to napari, which docks it under the entry's name; a new widget is built only when
 there is none, on the viewer's workspace kept from a dock closed earlier (:mod:`.kept`). The
 entries are classes because napari passes the viewer to a class whose ``__init__`` names
@@ -15,15 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from napari_sam3_onnx._napari.kept import KeptPerViewer
-from napari_sam3_onnx._napari.widget import ClicksWidget
+from napari_sam3_onnx._napari.widget import SamDock
 
 
-def open_on_tab(napari_viewer, tab: str, kept: KeptPerViewer) -> ClicksWidget:
+def open_on_tab(napari_viewer, tab: str, kept: KeptPerViewer) -> SamDock:
     """The viewer's SAM 3 widget, out of any dock, on ``tab`` (built on ``kept``'s if none)."""
     widget = next((w for w in napari_viewer.window.dock_widgets.values()
-                   if isinstance(w, ClicksWidget)), None)
+                   if isinstance(w, SamDock)), None)
     if widget is None:
-        widget = ClicksWidget(napari_viewer, kept=kept.get(napari_viewer))
+        widget = SamDock(napari_viewer, kept=kept.get(napari_viewer))
     else:
         widget.moving = True  # leaving the old dock is not a close: keep the session
         napari_viewer.window.remove_dock_widget(widget)
@@ -38,7 +38,7 @@ class _OpensTheDock(type):
     #: Each viewer's workspace, kept while its dock is closed (the loaded model survives).
     KEPT = KeptPerViewer()
 
-    def __call__(cls, napari_viewer: Any) -> ClicksWidget:
+    def __call__(cls, napari_viewer: Any) -> SamDock:
         return open_on_tab(napari_viewer, cls.TAB, cls.KEPT)
 
 
@@ -50,7 +50,7 @@ class _Entry(metaclass=_OpensTheDock):
 
 
 class ClicksAndBoxes(_Entry):
-    """Plugins > SAM 3 > Clicks and boxes."""
+    """Plugins > SAM 3 > SAM 3: the dock on its Clicks & boxes tab."""
 
     TAB = "Clicks & boxes"
 

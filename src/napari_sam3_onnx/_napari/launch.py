@@ -18,7 +18,7 @@ import argparse
 from collections.abc import Sequence
 
 PLUGIN = "napari-sam3-onnx"
-WIDGET = "Clicks and boxes"
+WIDGET = "SAM 3"
 
 
 def build_parser() -> argparse.ArgumentParser:

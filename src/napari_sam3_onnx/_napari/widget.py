@@ -1,4 +1,4 @@
-"""The "Clicks and boxes" dock widget: pick an image and a model, click, box, commit.
+"""The SAM 3 dock (one widget, a tab per workflow): pick an image and a model, click, box, commit.
 
 Keyboard (with the prompt or box layer selected, or any layer where napari has no binding):
 ``t`` toggles positive/negative clicks, ``c`` commits the preview, ``Shift+C`` clears the
@@ -52,8 +52,8 @@ LAYER_KEYS = {"Control-Z": "undo", "Control-Shift-Z": "redo"}
 NEW_TARGET = f"new '{OBJECTS_NAME}' layer"
 
 
-class ClicksWidget(QWidget):
-    """Dock widget for click and box prompts.
+class SamDock(QWidget):
+    """The plugin's one dock: the model, the image, and a tab per workflow (clicks and boxes first).
 
     Parameters
     ----------

@@ -54,7 +54,7 @@ class PropagationPanel(QWidget):
 
     Parameters
     ----------
-    host : ClicksWidget
+    host : SamDock
         The main widget: its ``viewer``, ``session`` and ``model`` are shared.
     """
 
