@@ -14,7 +14,7 @@ import zarr
 from napari_sam3_onnx.api.io import InputError
 from napari_sam3_onnx.api.metadata import pixel_size
 from napari_sam3_onnx.cli.guard import check_outputs, check_store
-from napari_sam3_onnx.cli.output import write_labels, write_table
+from napari_sam3_onnx.cli.result_files import write_labels, write_table
 from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
 

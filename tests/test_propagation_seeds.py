@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from napari_sam3_onnx.api.propagation_report import axis_names, stop_text, summary
-from napari_sam3_onnx.api.seeds import label_seeds, match_corrections, merge_seeds, parse_ids
+from napari_sam3_onnx.api.propagation_seeds import (
+    label_seeds,
+    match_corrections,
+    merge_seeds,
+    parse_ids,
+)
 from napari_sam3_onnx.engine.interactive import Prompt
 from napari_sam3_onnx.engine.tracking.types import ObjectTrack, PropagationResult, Seed, Stop
 from napari_sam3_onnx.models.errors import PromptError

@@ -32,7 +32,7 @@ from napari_sam3_onnx._napari.compact import compact_combo
 from napari_sam3_onnx._napari.host import DockHost, follow_dock
 from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx.api.exemplars import ExemplarSearch, exemplars_from_labels, search_from_labels
-from napari_sam3_onnx.api.seeds import parse_ids
+from napari_sam3_onnx.api.propagation_seeds import parse_ids
 from napari_sam3_onnx.engine.concepts.search import parse_concepts
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError

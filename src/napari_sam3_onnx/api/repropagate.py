@@ -1,12 +1,13 @@
 """Re-propagate label ids that are already in a labels stack, from one slice (API and CLI).
 
-The seeds are the ids' masks on slice ``z`` (:func:`~.seeds.label_seeds`), carried by the one
-propagation workflow (:func:`~.propagate.iter_propagate`). The result is a copy of the labels in
-which only those ids change, and only on the slices the run reaches: there, an id's old pixels
-give way to its propagated ones (written on background or the id's own pixels, never over
-another id); slices the run does not reach (before the seed for ``direction="forward"``, after
-an object stopped) keep what they had. The Propagate tab does the same into a Labels layer
-(:class:`~napari_sam3_onnx._napari.propagate.writer.RunWriter` with ``replace``).
+The seeds are the ids' masks on slice ``z`` (:func:`~.propagation_seeds.label_seeds`), carried
+by the one propagation workflow (:func:`~.propagate.iter_propagate`). The result is a copy of
+the labels in which only those ids change, and only on the slices the run reaches: there, an
+id's old pixels give way to its propagated ones (written on background or the id's own pixels,
+never over another id); slices the run does not reach (before the seed for
+``direction="forward"``, after an object stopped) keep what they had. The Propagate tab does the
+same into a Labels layer (:class:`~napari_sam3_onnx._napari.propagate.writer.RunWriter` with
+``replace``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..models.errors import PromptError
 from .bundles import Bundle
 from .io import InputError, planes_view
 from .propagate import iter_propagate
-from .seeds import label_seeds
+from .propagation_seeds import label_seeds
 from .validate import check_window
 
 __all__ = ["ReplacingWriter", "repropagate"]

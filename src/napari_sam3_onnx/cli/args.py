@@ -14,7 +14,7 @@ import os
 import textwrap
 from pathlib import Path
 
-from .seeds import add_seed_args
+from .seed_args import add_seed_args
 
 FMT = argparse.RawDescriptionHelpFormatter
 

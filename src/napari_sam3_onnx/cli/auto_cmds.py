@@ -24,9 +24,9 @@ from .batch_cmds import (
     write_labels_run,
 )
 from .guard import bundle_paths, check_not_protected, check_outputs, check_store
-from .output import write_labels, write_table
 from .progress import Bar
 from .replay_cmd import record_for
+from .result_files import write_labels, write_table
 
 #: Options named as SAM's ``SamAutomaticMaskGenerator`` arguments (``--points-per-side``, ...).
 SAM_OPTIONS = (("points_per_side", int), ("points_per_batch", int), ("pred_iou_thresh", finite),

@@ -22,10 +22,10 @@ from ..models.base import Capability
 from ..models.errors import PromptError
 from . import args as _args
 from .guard import bundle_paths, check_outputs, check_store
-from .output import check_labels_path, write_labels, write_table
 from .progress import Bar
 from .replay_cmd import record_for
-from .seeds import build_seeds
+from .result_files import check_labels_path, write_labels, write_table
+from .seed_args import build_seeds
 from .signals import RunRecord
 
 

@@ -14,7 +14,7 @@ from .args import FMT, OUT_HELP, _image_args, _wrap, finite, whole
 from .batch_cmds import _bundle, _counted_store, _labels_metadata, _one_input, _outputs, _record
 from .batch_cmds import _window as window_of
 from .guard import bundle_paths, check_store
-from .output import write_labels
+from .result_files import write_labels
 
 
 def cmd_refine(args: argparse.Namespace) -> int:

@@ -32,14 +32,14 @@ from napari_sam3_onnx._napari.compact import compact, compact_combo
 from napari_sam3_onnx._napari.host import DockHost
 from napari_sam3_onnx._napari.pacing import Activity
 from napari_sam3_onnx._napari.propagate.run import LastRun, PropagationRunner, RunSpec
-from napari_sam3_onnx._napari.propagate.seeds import (
+from napari_sam3_onnx._napari.propagate.seed_preview import (
     finished_message,
     preview_objects,
     preview_seeds,
     run_problem,
 )
 from napari_sam3_onnx.api.propagation_report import axis_names, method_text
-from napari_sam3_onnx.api.seeds import label_seeds, match_corrections, parse_ids
+from napari_sam3_onnx.api.propagation_seeds import label_seeds, match_corrections, parse_ids
 from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.tracking.types import Direction
 from napari_sam3_onnx.models.base import Capability

@@ -22,7 +22,7 @@ from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.pacing import Pacer
 from napari_sam3_onnx._napari.propagate.writer import RunWriter, lead_index
 from napari_sam3_onnx.api.propagate import PropagationStep, iter_propagate
-from napari_sam3_onnx.api.seeds import merge_seeds
+from napari_sam3_onnx.api.propagation_seeds import merge_seeds
 from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt

@@ -2,7 +2,7 @@
 
 The click session's preview is read through :func:`preview_objects`, the one place that knows
 its internals. Choosing seeds from label ids, matching corrections and the texts about a
-finished run are plain functions in :mod:`napari_sam3_onnx.api.seeds` and
+finished run are plain functions in :mod:`napari_sam3_onnx.api.propagation_seeds` and
 :mod:`napari_sam3_onnx.api.propagation_report` (tested without napari).
 """
 
