@@ -22,7 +22,7 @@ import tifffile
 
 from napari_sam3_onnx import api
 from napari_sam3_onnx.api import cluster
-from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
+from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 from napari_sam3_onnx.testing.geometry import FULL, SMALL
 from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
 

@@ -21,7 +21,7 @@ import numpy as np
 
 
 def _stack(slices: int, size: int) -> np.ndarray:
-    from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
+    from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 
     image, _ = synthetic_nuclei((slices, size, size + size // 3), n_nuclei=6)
     return image

@@ -85,7 +85,7 @@ def main() -> int:
     from qtpy.QtWidgets import QApplication
 
     from napari_sam3_onnx._napari.launch import open_viewer
-    from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
+    from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 
     viewer, widget = open_viewer(test_bundle=True, show=True)
     app = QApplication.instance()

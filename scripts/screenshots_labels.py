@@ -42,8 +42,8 @@ def main() -> int:
     from qtpy.QtWidgets import QApplication
 
     from napari_sam3_onnx._napari.launch import open_viewer
-    from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
     from napari_sam3_onnx.models.base import Capability
+    from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
     from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
 
     viewer, widget = open_viewer(show=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from napari_sam3_onnx.engine.contrast import prompt_region, window_hides_region
-from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
+from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 
 
 def test_a_window_above_the_data_hides_it_and_the_sample_window_does_not():

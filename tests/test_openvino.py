@@ -17,8 +17,8 @@ from conftest import blob_image
 from napari_sam3_onnx import api
 from napari_sam3_onnx.engine.automatic import AutoMaskSettings
 from napari_sam3_onnx.engine.concepts.search import Exemplars
-from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
 from napari_sam3_onnx.models.runtime import LazySession, device_label, resolve_providers
+from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 from napari_sam3_onnx.testing.automatic import build_sloped_tracker
 from napari_sam3_onnx.testing.geometry import TestGeometry
 

@@ -32,8 +32,8 @@ from napari_sam3_onnx.api.provenance import (
     sidecar,
 )
 from napari_sam3_onnx.engine.store.bundle_digest import bundle_digest, file_hashes
-from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
 from napari_sam3_onnx.engine.tracking.types import Seed
+from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 from napari_sam3_onnx.testing.automatic import build_sloped_tracker
 from napari_sam3_onnx.testing.geometry import TestGeometry
 

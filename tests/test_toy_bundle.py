@@ -1,7 +1,7 @@
 """The shipped toy bundle: every workflow finds the sample's nuclei at the default settings.
 
 The toy is the registry entry ``"toy"``, built here once per definition (cached by digest).
-Ground truth is :func:`~napari_sam3_onnx.engine.synthetic.synthetic_nuclei`'s labels; the
+Ground truth is :func:`~napari_sam3_onnx.samples.synthetic.synthetic_nuclei`'s labels; the
 contrast window is the sample layer's (what the widget passes at its default).
 """
 
@@ -24,12 +24,12 @@ from napari_sam3_onnx.engine.concepts.search import (
 )
 from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
-from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
 from napari_sam3_onnx.engine.tracking.types import Seed
 from napari_sam3_onnx.models import local_bundles
 from napari_sam3_onnx.models.base import Capability
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 from napari_sam3_onnx.models.registry import get_bundle
+from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 
 MID = 6
 

@@ -21,10 +21,10 @@ from napari_sam3_onnx.engine.encoding import SliceEncoder
 from napari_sam3_onnx.engine.store.embedding_store import BundleTag, EmbeddingStore
 from napari_sam3_onnx.engine.store.lookup import LookupStoreEncoder
 from napari_sam3_onnx.engine.store.precompute import StoreBackedEncoder, precompute
-from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
 from napari_sam3_onnx.engine.tiling.tiled import input_side, tile_refs
 from napari_sam3_onnx.engine.tiling.tiles import TileSettings
 from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 
 from .gui_helpers import settle
 

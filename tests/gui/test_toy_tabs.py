@@ -13,7 +13,7 @@ pytest.importorskip("onnx")
 
 from napari_sam3_onnx._napari.launch import PLUGIN, WIDGET
 from napari_sam3_onnx._napari.widget import SamDock
-from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
+from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 
 from .gui_helpers import settle
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from napari_sam3_onnx.engine.synthetic import synthetic_nuclei
+from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 
 #: Voxel size of the sample in micrometres (z, y, x): anisotropic, like a widefield stack.
 SCALE = (2.0, 0.5, 0.5)
@@ -26,6 +26,6 @@ def synthetic_nuclei_sample() -> list[tuple]:
         "contrast_limits": (float(lo), float(hi)),
         "scale": SCALE,
         "units": ("micrometer",) * 3,
-        "metadata": {"source": "napari_sam3_onnx.engine.synthetic.synthetic_nuclei(seed=0)"},
+        "metadata": {"source": "napari_sam3_onnx.samples.synthetic.synthetic_nuclei(seed=0)"},
     }
     return [(image, meta, "image")]

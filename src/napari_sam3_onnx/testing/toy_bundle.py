@@ -3,7 +3,7 @@
 One ``nso-sam3`` bundle (:mod:`~napari_sam3_onnx.testing.nso`: image encoder, prompt decoder,
 language encoder, concept detector, memory encoder and attention) with a tokenizer, so clicks,
 boxes, text, exemplars and propagation all run. It finds the bright blobs of the synthetic
-nuclei sample (:func:`~napari_sam3_onnx.engine.synthetic.synthetic_nuclei`) at every tab's
+nuclei sample (:func:`~napari_sam3_onnx.samples.synthetic.synthetic_nuclei`) at every tab's
 default settings:
 
 * clicks and boxes: the toy SAM head (bright pixels near a positive click or inside a box);
