@@ -12,7 +12,7 @@ import numpy as np
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.engine.concepts.tokenizer import TOKENIZER_FILES, ClipTokenizer
 from napari_sam3_onnx.models.base import Capability, SamAdapter
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import ModelFileMissingError
 from napari_sam3_onnx.models.runtime import LazySession, RuntimeConfig, available_providers
 
@@ -104,7 +104,7 @@ def open_one(name: str, folder: Path, provider: str, geometry: str, test: bool,
     """Open ``folder`` on ``provider`` (``"auto"`` or a provider name), ``threads`` per op."""
     config = RuntimeConfig(providers=provider if provider == "auto" else (provider,),
                            intra_op_threads=threads)
-    adapter = open_bundle(folder, config)
+    adapter = open_adapter(folder, config)
     label = name if test else f"{adapter.layout} ({folder.name})"
     return Bundle(label, folder, adapter, provider, geometry, test)
 

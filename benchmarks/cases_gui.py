@@ -183,9 +183,9 @@ def run_bundle(name: str, folder: Path, test: bool, args) -> list[Row]:
 
 def _has_clicks(folder: Path) -> bool:
     from napari_sam3_onnx.models.base import Capability
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
-    return open_bundle(folder).has(Capability.CLICKS)
+    return open_adapter(folder).has(Capability.CLICKS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ import numpy as np
 
 from napari_sam3_onnx.models.adapters._common import encoder_feed
 from napari_sam3_onnx.models.base import Capability
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.testing.autognosi import build_autognosi
 from napari_sam3_onnx.testing.geometry import TestGeometry
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--channels", type=int, default=64, help="channels of each feature level")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        a = open_bundle(build_autognosi(Path(tmp), TestGeometry(args.grid, (args.channels,) * 3)))
+        a = open_adapter(build_autognosi(Path(tmp), TestGeometry(args.grid, (args.channels,) * 3)))
         rng = np.random.default_rng(0)
         rgb = rng.integers(0, 255, (1040, 1392, 3), dtype=np.uint8)
         vision_input = a.sessions["vision_encoder"].signature.inputs[0]

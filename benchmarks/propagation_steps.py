@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
     from napari_sam3_onnx.engine.tracking.propagation import iter_propagate
     from napari_sam3_onnx.engine.tracking.types import Seed
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
     from napari_sam3_onnx.models.runtime import RuntimeConfig
 
     spent: dict[str, float] = defaultdict(float)
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ort.InferenceSession.run = timed_run  # type: ignore[method-assign]
     t_load = time.perf_counter()
-    adapter = open_bundle(args.bundle, RuntimeConfig(providers=("cpu",),
+    adapter = open_adapter(args.bundle, RuntimeConfig(providers=("cpu",),
                                                      intra_op_threads=args.threads))
     load_s = time.perf_counter() - t_load
     stack = _stack(args.slices, tuple(args.size))

@@ -33,7 +33,7 @@ from qtpy.QtWidgets import QApplication
 from napari_sam3_onnx._napari.model.panel import ModelPanel
 from napari_sam3_onnx.api.workspace import Workspace, language_cache
 from napari_sam3_onnx.models.base import Capability
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 
 
 def linked_copy(bundle: Path, where: Path) -> Path:
@@ -78,8 +78,8 @@ def main() -> None:
         tmp_path = Path(tmp)
         sync_folder = linked_copy(args.bundle, tmp_path / "sync")
         t = time.perf_counter()
-        adapter = open_bundle(sync_folder)
-        print(f"open_bundle (graph headers, Qt thread in the panel): "
+        adapter = open_adapter(sync_folder)
+        print(f"open_adapter (graph headers, Qt thread in the panel): "
               f"{time.perf_counter() - t:.2f} s")
         if adapter.has(Capability.TEXT):
             t = time.perf_counter()

@@ -52,9 +52,9 @@ def one(folder: str, n: int) -> dict:
     from napari_sam3_onnx._napari.propagate.writer import RunWriter
     from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
     from napari_sam3_onnx.engine.tracking.propagation import Seed, propagate
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
-    adapter = open_bundle(Path(folder))
+    adapter = open_adapter(Path(folder))
     data, centres = stack(n)
     refs = [SliceRef(data, (z,), window=(0.0, 3000.0), source="m") for z in range(n)]
     seed = {1: Seed.clicks(n // 2, [centres[n // 2]])}

@@ -24,7 +24,7 @@ import numpy as np
 from napari_sam3_onnx.api.search import iter_search
 from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.testing.geometry import FULL
 from napari_sam3_onnx.testing.scenes import BLOBS, planted_image
 from napari_sam3_onnx.testing.tokenizer import build_text_bundle
@@ -53,7 +53,7 @@ def timed_run(workspace: Workspace, refs: list[SliceRef], concepts: list[str]
 
 def measure(layout: str, folder: Path, slices: int) -> dict:
     """Encode-only time per slice, then cold and warm whole-stack runs of the Text workflow."""
-    adapter = open_bundle(build_text_bundle(folder, layout, FULL))
+    adapter = open_adapter(build_text_bundle(folder, layout, FULL))
     workspace = Workspace()
     workspace.attach(adapter, folder)
     texts = workspace.texts

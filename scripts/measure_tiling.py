@@ -23,7 +23,7 @@ from napari_sam3_onnx.engine.interactive import Prompt
 from napari_sam3_onnx.engine.tiling.tiled import segment_on
 from napari_sam3_onnx.engine.tiling.tiled_search import search_tiled
 from napari_sam3_onnx.engine.tiling.tiles import TileSettings, tile_grid
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
 from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
@@ -86,10 +86,10 @@ def text_recall(adapter, texts, shape, side, settings, n=20, seed=1, lattice=Fal
 def main() -> None:
     """Build the toy bundles in a temporary folder and print the tables."""
     tmp = Path(tempfile.mkdtemp())
-    hf = open_bundle(build_hf_tracker(tmp / "hf"))
+    hf = open_adapter(build_hf_tracker(tmp / "hf"))
     wk_dir = build_wkentaro_v03(tmp / "wk")
     write_toy_tokenizer(wk_dir)
-    wk = open_bundle(wk_dir)
+    wk = open_adapter(wk_dir)
     texts = TextCache(wk, ClipTokenizer.from_folder(wk_dir, wk.context_length))
 
     print("## Tiles per plane (grid arithmetic, default settings: 1:1 tiles, 1/4 overlap)\n")

@@ -9,7 +9,7 @@ from _tracker_helpers import SHAPE, best_mask, iou, rgb, xy
 from conftest import blob_image, disc
 from napari_sam3_onnx.models.adapters._padding import decide_padding
 from napari_sam3_onnx.models.adapters._pointer_pos import ZEROS, sine_pe
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import LayoutMismatchError
 from napari_sam3_onnx.testing import memory as sem
 from napari_sam3_onnx.testing.autognosi import build_autognosi
@@ -51,7 +51,7 @@ def _attend_feeds(adapter, monkeypatch, offsets):
 
 @pytest.mark.parametrize("kind", ["constants", "underscore", "object"])
 def test_jax_pointer_encoding_from_constants_is_sam3s_formula(kind, tmp_path, monkeypatch):
-    a = open_bundle(build_jax_video(tmp_path, pointer_encoding=kind))
+    a = open_adapter(build_jax_video(tmp_path, pointer_encoding=kind))
     assert not a.pointer_encoding.is_zeros and "constants.json" in a.pointer_encoding.source
     feeds = _attend_feeds(a, monkeypatch, [1.0, 3.0])
     c, cm = sem.MEMORY_SMALL.channels[2], sem.MEM_CHANNELS
@@ -68,7 +68,7 @@ def test_jax_pointer_encoding_from_constants_is_sam3s_formula(kind, tmp_path, mo
 
 
 def test_jax_pointer_encoding_from_graph(tmp_path, monkeypatch):
-    a = open_bundle(build_jax_video(tmp_path, pointer_encoding="graph"))
+    a = open_adapter(build_jax_video(tmp_path, pointer_encoding="graph"))
     assert a.pointer_encoding.source == "pointer_tpos.onnx"
     feeds = _attend_feeds(a, monkeypatch, [2.0, 5.0])
     want = np.repeat(graph_pointer_rows(np.array([2.0, 5.0]) / 15.0, sem.MEM_CHANNELS),
@@ -77,7 +77,7 @@ def test_jax_pointer_encoding_from_graph(tmp_path, monkeypatch):
 
 
 def test_jax_pointer_encoding_is_zeros_only_without_either(tmp_path, monkeypatch):
-    a = open_bundle(build_jax_video(tmp_path))
+    a = open_adapter(build_jax_video(tmp_path))
     assert a.pointer_encoding.is_zeros and a.pointer_encoding.source == ZEROS
     assert a.assumptions()["pointer encoding"][0].startswith("zeros")
     feeds = _attend_feeds(a, monkeypatch, [1.0, 3.0])
@@ -90,7 +90,7 @@ def test_jax_pointer_projection_of_the_wrong_shape_is_refused(tmp_path):
     consts["obj_ptr_tpos_proj.bias"] = [0.0] * 3
     (folder / "constants.json").write_text(json.dumps(consts))
     with pytest.raises(LayoutMismatchError, match="obj_ptr_tpos_proj"):
-        open_bundle(folder)
+        open_adapter(folder)
 
 
 # ---- padding -----------------------------------------------------------------------------
@@ -140,7 +140,7 @@ def test_padding_is_read_from_the_graph_and_masks_agree(layout, tmp_path, monkey
     prompt = ([[r, c], [r - rad - 2, c - rad - 2], [r + rad + 2, c + rad + 2]], [1, 2, 3])
     masks = {}
     for pads in (True, False):
-        a = open_bundle(_build(layout, tmp_path / str(pads), pads))
+        a = open_adapter(_build(layout, tmp_path / str(pads), pads))
         assert {d.graph_pads for d in _decisions(a)} == {pads}
         assert all(d.source.startswith("graph") for d in _decisions(a))
         cands, coords, labs = _click_feeds(a, monkeypatch, *prompt, SHAPE)
@@ -156,7 +156,7 @@ def test_padding_is_read_from_the_graph_and_masks_agree(layout, tmp_path, monkey
 
 def test_a_missing_padding_point_would_change_the_masks(tmp_path):
     """The toy decoders punish a wrong decision, so the test above can fail."""
-    a = open_bundle(build_pagarcia(tmp_path, memory=False, pads=False))
+    a = open_adapter(build_pagarcia(tmp_path, memory=False, pads=False))
     emb = a.encode(rgb(blob_image(SHAPE, BLOBS)))
     r, c, _ = BLOBS[1]
     right = best_mask(a.prompt_decoder.predict_masks(emb, xy(a, [[r, c]]), [1]))
@@ -169,13 +169,13 @@ def test_a_missing_padding_point_would_change_the_masks(tmp_path):
 def test_a_far_sentinel_concatenated_in_the_head_is_not_padding(tmp_path):
     """Every toy head appends a (-1e4, -1e4, -1) sentinel: not SAM's (0, 0) padding point."""
     folder = build_jax_video(tmp_path, memory=False, pads=False)
-    a = open_bundle(folder)
+    a = open_adapter(folder)
     sig = next(iter(a.decoders.values())).signature
     assert not decide_padding(sig, "input_points", "input_labels", True).graph_pads
 
 
 def test_unreadable_graph_falls_back_to_the_layout_default(tmp_path):
-    a = open_bundle(build_jax_video(tmp_path, memory=False, pads=False))
+    a = open_adapter(build_jax_video(tmp_path, memory=False, pads=False))
     sig = next(iter(a.decoders.values())).signature
     data = sig.path.read_bytes()
     sig.path.write_bytes(data[: len(data) // 2])
@@ -209,8 +209,8 @@ def test_inspect_prints_every_assumption_with_its_source(layout, pads, want, tmp
 
 
 def test_memory_note_says_pointer_encoding_is_missing_only_then(tmp_path):
-    bare = open_bundle(build_jax_video(tmp_path / "bare"))
+    bare = open_adapter(build_jax_video(tmp_path / "bare"))
     assert "without their temporal encoding" in bare.memory_graphs.memory_note
-    full = open_bundle(build_jax_video(tmp_path / "full", pointer_encoding="object"))
+    full = open_adapter(build_jax_video(tmp_path / "full", pointer_encoding="object"))
     assert full.memory_graphs.memory_note == ""
-    assert open_bundle(build_pagarcia(tmp_path / "pag")).memory_graphs.memory_note == ""
+    assert open_adapter(build_pagarcia(tmp_path / "pag")).memory_graphs.memory_note == ""

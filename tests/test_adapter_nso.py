@@ -16,7 +16,7 @@ from napari_sam3_onnx.engine.tracking.types import Seed
 from napari_sam3_onnx.models.adapters import ADAPTERS, NsoAdapter
 from napari_sam3_onnx.models.adapters._memory import CONDITIONED
 from napari_sam3_onnx.models.base import Capability as C
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import ModelFileMissingError
 from napari_sam3_onnx.testing import memory as sem
 from napari_sam3_onnx.testing.nso import build_nso
@@ -29,7 +29,7 @@ def bundle(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def adapter(bundle):
-    return open_bundle(bundle)
+    return open_adapter(bundle)
 
 
 def spy(session, monkeypatch):
@@ -55,13 +55,13 @@ def test_recognised_first_with_every_capability(adapter):
 @pytest.mark.parametrize(("concepts", "memory", "missing"),
                          [(False, True, {C.TEXT, C.EXEMPLARS}), (True, False, {C.MEMORY})])
 def test_capabilities_follow_the_graphs(tmp_path, concepts, memory, missing):
-    a = open_bundle(build_nso(tmp_path, concepts=concepts, memory=memory))
+    a = open_adapter(build_nso(tmp_path, concepts=concepts, memory=memory))
     assert a.layout == "nso-sam3" and a.capabilities == frozenset(C) - missing
 
 
 def test_missing_constants_is_a_clear_error(tmp_path):
     with pytest.raises(ModelFileMissingError, match="no_mem_embed"):
-        open_bundle(build_nso(tmp_path, constants=False))
+        open_adapter(build_nso(tmp_path, constants=False))
 
 
 def test_click_adds_no_mem_embed_once_and_picks_upstreams_pointer(adapter, monkeypatch):
@@ -183,8 +183,8 @@ def test_precision_comes_from_the_manifest(tmp_path):
     meta = json.loads((int8 / "manifest.json").read_text())
     meta["precision"] = "int8 (dynamic) in image_encoder; fp32 elsewhere"
     (int8 / "manifest.json").write_text(json.dumps(meta))
-    assert open_bundle(fp32).precision == "fp32"
-    assert open_bundle(int8).precision.startswith("int8 (dynamic)")
+    assert open_adapter(fp32).precision == "fp32"
+    assert open_adapter(int8).precision.startswith("int8 (dynamic)")
     # the embedding store keys by the weight files: a variant's are other files (sizes)
     with open(int8 / "image_encoder.onnx", "ab") as f:
         f.write(b"\0" * 16)

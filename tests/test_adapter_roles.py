@@ -8,7 +8,7 @@ import pytest
 
 from conftest import blob_image
 from napari_sam3_onnx.models.base import Capability, Embedding, MaskCandidates, SamAdapter
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import CapabilityError, MissingCapabilityError
 from napari_sam3_onnx.models.memory import CONDITIONED
 from napari_sam3_onnx.models.roles import (
@@ -44,7 +44,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_a_role_exists_exactly_when_its_capability_does(name, tmp_path):
-    adapter = open_bundle(BUILDERS[name](tmp_path))
+    adapter = open_adapter(BUILDERS[name](tmp_path))
     present = 0
     for accessor, (capability, protocol) in ROLES.items():
         if adapter.has(capability):
@@ -63,7 +63,7 @@ def test_a_role_exists_exactly_when_its_capability_does(name, tmp_path):
 
 
 def test_wkentaro_v06_composes_its_point_decoder(tmp_path):
-    adapter = open_bundle(build_wkentaro_v06(tmp_path))
+    adapter = open_adapter(build_wkentaro_v06(tmp_path))
     assert adapter.prompt_decoder is adapter.points  # a role object, not the adapter itself
     assert {Capability.CLICKS, Capability.BOXES} <= adapter.capabilities
     image = blob_image((70, 96), ((20, 30, 8),))
@@ -76,7 +76,7 @@ def test_wkentaro_v06_composes_its_point_decoder(tmp_path):
 
 
 def test_wkentaro_v03_has_no_prompt_decoder_but_keeps_detector_boxes(tmp_path):
-    adapter = open_bundle(build_wkentaro_v03(tmp_path))
+    adapter = open_adapter(build_wkentaro_v03(tmp_path))
     assert adapter.has(Capability.BOXES) and not adapter.has(Capability.CLICKS)
     with pytest.raises(MissingCapabilityError, match="clicks"):
         adapter.prompt_decoder  # noqa: B018
@@ -127,7 +127,7 @@ def test_attaching_a_role_grants_its_capabilities_and_operations_delegate():
 
 
 def test_point_batches_use_the_decoders_own_batch_path_where_it_has_one(tmp_path):
-    adapter = open_bundle(build_nso(tmp_path))
+    adapter = open_adapter(build_nso(tmp_path))
     decoder = adapter.prompt_decoder
     assert isinstance(decoder, BatchPromptDecoder)
     emb = adapter.encode(np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2))
@@ -168,7 +168,7 @@ def test_nothing_outside_models_calls_a_private_adapter_method():
 
 @pytest.mark.parametrize("name", ["wk-v0.3", "wk-v0.6", "samexporter"])
 def test_wk_family_composes_its_concept_detector(name, tmp_path):
-    adapter = open_bundle(BUILDERS[name](tmp_path))
+    adapter = open_adapter(BUILDERS[name](tmp_path))
     role = adapter.concept_detector
     assert role is adapter.concepts and role is not adapter
     assert role.min_score == (0.0 if name == "samexporter" else 0.5)
@@ -186,7 +186,7 @@ def test_wk_family_composes_its_concept_detector(name, tmp_path):
 
 
 def test_pagarcia_composes_its_memory_graphs_and_keeps_them_optional(tmp_path):
-    adapter = open_bundle(build_pagarcia(tmp_path / "full"))
+    adapter = open_adapter(build_pagarcia(tmp_path / "full"))
     role = adapter.memory_graphs
     assert role is not adapter and role.memory_settings is adapter.memory_graphs.memory_settings
     assert role.encoder is adapter.memory_encoder and role.attention is adapter.memory_attention
@@ -203,7 +203,7 @@ def test_pagarcia_composes_its_memory_graphs_and_keeps_them_optional(tmp_path):
     b = role.memory_attend(emb, [frame], [6], ptr, [1.0])
     np.testing.assert_array_equal(a.features[CONDITIONED], b.features[CONDITIONED])
     assert np.abs(a.features[CONDITIONED] - emb.features["image_embeddings.2"]).max() > 0
-    clicks_only = open_bundle(build_pagarcia(tmp_path / "clicks", memory=False))
+    clicks_only = open_adapter(build_pagarcia(tmp_path / "clicks", memory=False))
     assert clicks_only.has(Capability.CLICKS) and not clicks_only.has(Capability.MEMORY)
     with pytest.raises(MissingCapabilityError, match="memory"):
         clicks_only.memory_graphs  # noqa: B018
@@ -212,12 +212,12 @@ def test_pagarcia_composes_its_memory_graphs_and_keeps_them_optional(tmp_path):
 
 
 def test_jax_video_composes_its_memory_graphs(tmp_path):
-    adapter = open_bundle(build_jax_video(tmp_path / "full"))
+    adapter = open_adapter(build_jax_video(tmp_path / "full"))
     role = adapter.memory_graphs
     assert role is not adapter and role.pointer_encoding is adapter.pointer_encoding
     assert role.memory_note != ""  # no pointer encoding shipped
     image = np.repeat(blob_image((70, 96), ((20, 30, 8),))[..., None], 3, axis=2)
-    fresh = open_bundle(build_jax_video(tmp_path / "fresh"))
+    fresh = open_adapter(build_jax_video(tmp_path / "fresh"))
     emb = adapter.encode(image)
     cands = adapter.prompt_decoder.predict_masks(emb, np.array([[40.0, 25.0]], np.float32),
                                                  np.array([1]))
@@ -228,7 +228,7 @@ def test_jax_video_composes_its_memory_graphs(tmp_path):
     # an adapter that has encoded nothing yet fetches the position encoding itself
     got = fresh.memory_graphs.memory_attend(emb, [frame], [6], ptr, [1.0]).features[CONDITIONED]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
-    clicks_only = open_bundle(build_jax_video(tmp_path / "clicks", memory=False))
+    clicks_only = open_adapter(build_jax_video(tmp_path / "clicks", memory=False))
     assert clicks_only.has(Capability.CLICKS) and not clicks_only.has(Capability.MEMORY)
     with pytest.raises(MissingCapabilityError, match="memory"):
         clicks_only.memory_graphs  # noqa: B018
@@ -236,7 +236,7 @@ def test_jax_video_composes_its_memory_graphs(tmp_path):
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_every_layout_composes_each_role_it_has(name, tmp_path):
-    adapter = open_bundle(BUILDERS[name](tmp_path))
+    adapter = open_adapter(BUILDERS[name](tmp_path))
     present = [a for a, (cap, _) in ROLES.items() if adapter.has(cap)]
     assert present
     for accessor in present:
@@ -245,7 +245,7 @@ def test_every_layout_composes_each_role_it_has(name, tmp_path):
 
 
 def test_nso_composes_three_roles_and_they_answer_like_the_adapter(tmp_path):
-    adapter = open_bundle(build_nso(tmp_path))
+    adapter = open_adapter(build_nso(tmp_path))
     roles = [adapter.prompt_decoder, adapter.concept_detector, adapter.memory_graphs]
     assert len({id(r) for r in roles}) == 3 and adapter not in roles
     assert adapter.has(Capability.EXEMPLARS) and adapter.has(Capability.BOXES)
@@ -265,7 +265,7 @@ def test_nso_composes_three_roles_and_they_answer_like_the_adapter(tmp_path):
     ptr = cands.extras["object_pointer"][None]
     out = adapter.memory_graphs.memory_attend(emb, [frame], [6], ptr, [1.0])
     assert CONDITIONED in out.features
-    bare = open_bundle(build_nso(tmp_path / "bare", concepts=False, memory=False))
+    bare = open_adapter(build_nso(tmp_path / "bare", concepts=False, memory=False))
     assert bare.has(Capability.CLICKS) and not bare.has(Capability.TEXT)
     with pytest.raises(MissingCapabilityError, match="text"):
         bare.concept_detector  # noqa: B018
@@ -276,19 +276,19 @@ def test_nso_composes_three_roles_and_they_answer_like_the_adapter(tmp_path):
 def test_autognosi_composes_its_detector_and_a_forced_bit_order_sticks(tmp_path, monkeypatch):
     from napari_sam3_onnx.models.adapters.autognosi import AutognosiAdapter
 
-    adapter = open_bundle(build_autognosi(tmp_path / "a"))
+    adapter = open_adapter(build_autognosi(tmp_path / "a"))
     role = adapter.concept_detector
     assert role is adapter.concepts and role.max_exemplars == 0
     assert adapter.has(Capability.TEXT) and not adapter.has(Capability.EXEMPLARS)
     assert role.bit_order is None and "not decided" in adapter.assumptions()["mask bit order"][0]
     monkeypatch.setattr(AutognosiAdapter, "force_bit_order", "little")
-    forced = open_bundle(build_autognosi(tmp_path / "b"))
+    forced = open_adapter(build_autognosi(tmp_path / "b"))
     assert forced.concepts.bit_order == "little"
     assert forced.assumptions()["mask bit order"] == ("little", "forced")
 
 
 def test_hf_tracker_box_alone_goes_through_its_prompt_decoder(tmp_path):
-    adapter = open_bundle(build_hf_tracker(tmp_path))
+    adapter = open_adapter(build_hf_tracker(tmp_path))
     seen = []
     run = adapter.decoder.run
     adapter.decoder.run = lambda names, feeds: seen.append(feeds) or run(names, feeds)
@@ -308,7 +308,7 @@ def test_hf_tracker_box_alone_goes_through_its_prompt_decoder(tmp_path):
 
 
 def test_hf_tracker_box_alone_falls_back_to_a_padding_point_where_zero_points_fail(tmp_path):
-    adapter = open_bundle(build_hf_tracker(tmp_path))
+    adapter = open_adapter(build_hf_tracker(tmp_path))
     seen = []
     run = adapter.decoder.run
 

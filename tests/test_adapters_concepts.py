@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from napari_sam3_onnx.models.base import Capability
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import LayoutMismatchError, UnknownLayoutError
 from napari_sam3_onnx.models.imageops import resize_bilinear, resize_rgb_uint8
 from napari_sam3_onnx.testing.autognosi import build_autognosi
@@ -61,7 +61,7 @@ def folders(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def opened(folders):
-    return {key: open_bundle(folder) for key, folder in folders.items()}
+    return {key: open_adapter(folder) for key, folder in folders.items()}
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_folder_missing_a_graph_is_refused(folders, tmp_path, key):
         shutil.copytree(folders[key], partial_dir)
         (partial_dir / name).unlink()
         with pytest.raises((UnknownLayoutError, LayoutMismatchError)) as info:
-            open_bundle(partial_dir)
+            open_adapter(partial_dir)
         message = str(info.value)
         if isinstance(info.value, LayoutMismatchError):
             assert "also needs" in message, message

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from napari_sam3_onnx.models.adapters import autognosi as autognosi_module
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import CapabilityError, LayoutMismatchError
 from napari_sam3_onnx.testing.autognosi import build_autognosi
 from napari_sam3_onnx.testing.comicapp import build_comicapp, build_prompt
@@ -40,12 +40,12 @@ def record_runs(monkeypatch, session):
 
 @pytest.fixture(scope="module")
 def wk03(tmp_path_factory):
-    return open_bundle(build_wkentaro_v03(tmp_path_factory.mktemp("wk03")))
+    return open_adapter(build_wkentaro_v03(tmp_path_factory.mktemp("wk03")))
 
 
 @pytest.fixture(scope="module")
 def sx(tmp_path_factory):
-    return open_bundle(build_samexporter(tmp_path_factory.mktemp("sx")))
+    return open_adapter(build_samexporter(tmp_path_factory.mktemp("sx")))
 
 
 def test_wkentaro_scores_are_cut_at_half_in_graph(wk03, sx):
@@ -61,7 +61,7 @@ def test_wkentaro_scores_are_cut_at_half_in_graph(wk03, sx):
 @pytest.mark.parametrize("key", ["wk03", "sx"])
 def test_position_encodings_fetched_once(tmp_path, monkeypatch, key):
     build = build_wkentaro_v03 if key == "wk03" else build_samexporter
-    adapter = open_bundle(build(tmp_path / key))
+    adapter = open_adapter(build(tmp_path / key))
     calls = record_runs(monkeypatch, adapter.encoder)
     first, second = adapter.encode(RGB), adapter.encode(RGB[::-1].copy())
     asked_first, asked_second = calls[0][0], calls[1][0]
@@ -70,7 +70,7 @@ def test_position_encodings_fetched_once(tmp_path, monkeypatch, key):
     assert not any(n.startswith("vision_pos") for n in asked_second)
     assert set(first.features) == set(second.features) == {f"backbone_fpn_{i}" for i in range(3)}
     # A fresh adapter given a cached embedding fetches the constants itself.
-    fresh = open_bundle(adapter.encoder.path.parent)
+    fresh = open_adapter(adapter.encoder.path.parent)
     check_instances(fresh.concept_detector.detect(first, words(fresh)), INSTANCES, SHAPE)
     # The toy decoder checks the position encoding: a wrong one finds nothing.
     right = fresh.concepts.constants()
@@ -85,7 +85,7 @@ def test_position_encodings_fetched_once(tmp_path, monkeypatch, key):
     "point_labels": "input_labels", "iou_predictions": "iou_scores",
 }])
 def test_point_decoder_click_lands_on_the_blob(tmp_path, names):
-    adapter = open_bundle(build_wkentaro_v06(tmp_path, point_names=names))
+    adapter = open_adapter(build_wkentaro_v06(tmp_path, point_names=names))
     emb = adapter.encode(RGB)
     assert adapter.prompt_decoder.accepts_mask_input
     assert adapter.concept_detector.max_exemplars == 16
@@ -104,13 +104,13 @@ def test_point_decoder_click_lands_on_the_blob(tmp_path, names):
 def test_point_decoder_with_unknown_names_is_refused(tmp_path):
     build_wkentaro_v06(tmp_path, point_names={"point_labels": "clicks_kind"})
     with pytest.raises(LayoutMismatchError, match="clicks_kind") as info:
-        open_bundle(tmp_path)
+        open_adapter(tmp_path)
     assert "point_labels" in str(info.value)
 
 
 @pytest.mark.parametrize("bitorder", ["big", "little"])
 def test_autognosi_bit_order_is_decided_once(tmp_path, monkeypatch, bitorder):
-    adapter = open_bundle(build_autognosi(tmp_path, bitorder=bitorder))
+    adapter = open_adapter(build_autognosi(tmp_path, bitorder=bitorder))
     emb = adapter.encode(RGB)
     calls = []
     original = autognosi_module.bit_order_errors
@@ -128,7 +128,7 @@ def test_autognosi_bit_order_is_decided_once(tmp_path, monkeypatch, bitorder):
 
 
 def test_autognosi_text_clicks_and_boxes(tmp_path, monkeypatch):
-    adapter = open_bundle(build_autognosi(tmp_path))
+    adapter = open_adapter(build_autognosi(tmp_path))
     calls = record_runs(monkeypatch, adapter.sessions["text_encoder"])
     emb = adapter.encode(RGB)
     words(adapter)
@@ -150,7 +150,7 @@ def test_autognosi_text_clicks_and_boxes(tmp_path, monkeypatch):
 
 
 def test_comicapp_fp16_encoder_feeds_three_of_four_levels(tmp_path, monkeypatch):
-    adapter = open_bundle(build_comicapp(tmp_path))
+    adapter = open_adapter(build_comicapp(tmp_path))
     calls = record_runs(monkeypatch, adapter.encoder)
     emb = adapter.encode(RGB)
     (asked, feeds), = calls
@@ -161,13 +161,13 @@ def test_comicapp_fp16_encoder_feeds_three_of_four_levels(tmp_path, monkeypatch)
 
 
 def test_comicapp_without_box_graph_and_with_box_graph_only(tmp_path):
-    no_box = open_bundle(build_comicapp(tmp_path / "a", box_graph=False))
+    no_box = open_adapter(build_comicapp(tmp_path / "a", box_graph=False))
     emb = no_box.encode(RGB)
     with pytest.raises(CapabilityError):
         no_box.concept_detector.detect(emb, words(no_box), MID.box_cxcywh(SHAPE)[None])
     only_box = build_comicapp(tmp_path / "b")
     (only_box / "sam31_prompt_side.onnx").unlink()
-    adapter = open_bundle(only_box)
+    adapter = open_adapter(only_box)
     check_instances(adapter.concept_detector.detect(emb, words(adapter)), INSTANCES, SHAPE)
     check_instances(adapter.concept_detector.detect(emb, words(adapter),
                                                     MID.box_cxcywh(SHAPE, 0.6)[None]),
@@ -179,13 +179,13 @@ def test_comicapp_unknown_prompt_input_is_named(tmp_path):
     build_prompt(folder / "sam31_prompt_side.onnx", SMALL, with_boxes=False,
                  extra_input="style_scale")
     with pytest.raises(LayoutMismatchError, match="style_scale") as info:
-        open_bundle(folder)
+        open_adapter(folder)
     assert "text_features" in str(info.value) and "fpn_feat_0" in str(info.value)
 
 
 @pytest.mark.parametrize("build", [build_wkentaro_v03, build_samexporter])
 def test_full_geometry(tmp_path, build):
-    adapter = open_bundle(build(tmp_path, FULL))
+    adapter = open_adapter(build(tmp_path, FULL))
     assert adapter.input_size == (1008, 1008) and adapter.mask_size == (288, 288)
     emb = adapter.encode(RGB)
     assert emb.features["backbone_fpn_0"].shape[-2:] == (288, 288)
@@ -199,7 +199,7 @@ def test_comicapp_text_graph_is_the_side_graph_even_when_text_features_are_four_
         tmp_path, geometry):
     # Small graphs carry 4-wide text features [1, L, 4]: shaped like boxes. The box role must
     # still be the graph that takes boxes, and text must go to the side graph.
-    adapter = open_bundle(build_comicapp(tmp_path, geometry))
+    adapter = open_adapter(build_comicapp(tmp_path, geometry))
     assert adapter.prompts["side"][0].path.name == "sam31_prompt_side.onnx"
     assert adapter.prompts["box"][0].path.name == "sam31_prompt_box.onnx"
     roles = adapter.assumptions()
@@ -210,7 +210,7 @@ def test_comicapp_text_graph_is_the_side_graph_even_when_text_features_are_four_
 def test_wkentaro_v02_answers_in_original_pixels(tmp_path, wk03):
     from napari_sam3_onnx.testing.rusen import build_wkentaro_v02
 
-    adapter = open_bundle(build_wkentaro_v02(tmp_path))
+    adapter = open_adapter(build_wkentaro_v02(tmp_path))
     assert adapter.layout == "wkentaro-v0.2"
     assert {c.value for c in adapter.capabilities} == {"encode", "text", "exemplars", "boxes"}
     emb = adapter.encode(RGB)

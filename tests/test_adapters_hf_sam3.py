@@ -8,7 +8,7 @@ import pytest
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.tracking.propagation import Seed, propagate
 from napari_sam3_onnx.models.base import Capability as C
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import LayoutMismatchError
 from napari_sam3_onnx.testing import hf_sam3 as hf
 from napari_sam3_onnx.testing.concepts import EOT, SOT, TOKEN_ANY, TOKEN_BRIGHT
@@ -45,7 +45,7 @@ def spy(monkeypatch, session):
 @pytest.fixture(scope="module")
 def opened(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf_sam3")
-    return {name: open_bundle(build(root / name.replace("+", "_")))
+    return {name: open_adapter(build(root / name.replace("+", "_")))
             for name, (build, _) in EXPORTS.items()}
 
 
@@ -84,7 +84,7 @@ def test_constant_presence_is_read_from_the_graph_and_not_multiplied(opened):
 
 
 def test_a_zero_presence_built_from_an_input_shape_is_a_constant_too(tmp_path):
-    adapter = open_bundle(hf.build_geti(tmp_path / "geti", presence="shape-zero"))
+    adapter = open_adapter(hf.build_geti(tmp_path / "geti", presence="shape-zero"))
     assert adapter.presence is None and "constant" in adapter.assumptions()["score"][0]
     det = adapter.concept_detector.detect(adapter.encode(RGB), words(adapter))
     check_instances(det, INSTANCES, SHAPE)
@@ -159,7 +159,7 @@ def _propagate(adapter):
 
 def test_composite_folder_propagates_as_the_jax_bundle_on_one_encode(opened, tmp_path):
     composite = opened["parodiniccolo+danilobukvic+jax-video"]
-    reference = open_bundle(build_jax_video(tmp_path / "jax"))
+    reference = open_adapter(build_jax_video(tmp_path / "jax"))
     got, enc = _propagate(composite)
     want, _ = _propagate(reference)
     assert got.method == want.method == "memory"
@@ -178,7 +178,7 @@ def test_tracker_graphs_of_another_geometry_are_refused_by_name(tmp_path):
     hf.build_detector(folder / hf.DANI[2], SMALL, "hf", presence="none")
     (folder / "prompt_encoder_mask_decoder.onnx").unlink()
     with pytest.raises(LayoutMismatchError, match=r"feats0.*image_embeddings\.0"):
-        open_bundle(folder)
+        open_adapter(folder)
 
 
 def test_fetch_assembles_the_public_mission_folder_from_three_repositories(tmp_path):
@@ -205,7 +205,7 @@ def test_fetch_assembles_the_public_mission_folder_from_three_repositories(tmp_p
     repos = {hub_location(f.url)[0] for f in spec.files}
     assert repos == {"parodiniccolo/sam3-dual-webgpu", "danilobukvic/sam3-text-onnx",
                      "jax-image-tools/sam3-video-onnx"}
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     assert adapter.layout == "hf-sam3" and adapter.capabilities == TRACK | {C.MEMORY}
     assert {c.value for c in adapter.capabilities} == get_bundle("public-mission").capabilities
     check_instances(adapter.concept_detector.detect(adapter.encode(RGB), words(adapter)),
@@ -222,7 +222,7 @@ def test_memory_graphs_without_an_encoder_position_encoding_are_left_out_and_sai
     for name in ("mask_decoder.onnx", "memory_attention.onnx", "memory_encoder.onnx",
                  "constants.json"):
         shutil.copy(jax / name, folder / name)
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     assert adapter.capabilities == TRACK  # clicks through the jax mask decoder, no memory
     assert "does not emit" in adapter.assumptions()["memory"][0]
 
@@ -244,7 +244,7 @@ def test_inspect_lists_the_composite_roles_and_assumptions(tmp_path, capsys):
 def test_a_sam3model_decoder_with_input_boxes_takes_exemplars(tmp_path):
     folder = hf.build_danilobukvic(tmp_path / "boxes")
     hf.build_detector(folder / hf.DANI[2], SMALL, "hf", presence="output", boxes=True)
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     assert adapter.capabilities == BASE | {C.EXEMPLARS, C.BOXES}
     assert adapter.concept_detector.max_exemplars is None
     emb, mid = adapter.encode(RGB), INSTANCES[2]
@@ -263,7 +263,7 @@ def test_without_no_mem_embed_the_composite_says_what_it_feeds(tmp_path):
     consts = json.loads((folder / "constants.json").read_text())
     del consts["no_mem_embed"]
     (folder / "constants.json").write_text(json.dumps(consts))
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     assert C.MEMORY in adapter.capabilities and adapter.tracker.no_mem is None
     value, source = adapter.assumptions()["no-memory embedding"]
     assert "used as the raw feature" in value and source.startswith("layout contract")

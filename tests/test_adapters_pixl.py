@@ -4,7 +4,7 @@ nodes, a third text output, 8 exemplar slots, a 16-token student text context pa
 import numpy as np
 import pytest
 
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import LayoutMismatchError
 from napari_sam3_onnx.testing.concepts import EOT, SOT, TOKEN_ANY
 from napari_sam3_onnx.testing.pixl import EFFICIENT, build_pixl
@@ -21,7 +21,7 @@ def words(adapter):
 
 @pytest.fixture(scope="module", params=[False, True], ids=["pixl-sam3", "pixl-efficientsam3"])
 def pixl(request, tmp_path_factory):
-    return open_bundle(build_pixl(tmp_path_factory.mktemp("pixl"), efficient=request.param))
+    return open_adapter(build_pixl(tmp_path_factory.mktemp("pixl"), efficient=request.param))
 
 
 def test_opens_with_text_and_eight_exemplar_slots(pixl):
@@ -66,4 +66,4 @@ def test_ambiguous_levels_without_readable_nodes_are_refused(tmp_path, monkeypat
 
     monkeypatch.setattr(_levels, "constant_outputs", lambda sig: None)
     with pytest.raises(LayoutMismatchError, match=r"output_5.*matches none of the encoder"):
-        open_bundle(build_pixl(tmp_path))
+        open_adapter(build_pixl(tmp_path))

@@ -23,7 +23,7 @@ from napari_sam3_onnx.models.adapters import JaxVideoAdapter, PagarciaTrackerAda
 from napari_sam3_onnx.models.adapters._memory import CONDITIONED
 from napari_sam3_onnx.models.adapters._tracker_util import order_prompt
 from napari_sam3_onnx.models.base import Capability
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import (
     CapabilityError,
     LayoutMismatchError,
@@ -37,14 +37,14 @@ from napari_sam3_onnx.testing.pagarcia import build_pagarcia
 
 @pytest.fixture(scope="module", params=list(BUILDERS))
 def adapter(request, tmp_path_factory):
-    return open_bundle(BUILDERS[request.param](tmp_path_factory.mktemp(request.param)))
+    return open_adapter(BUILDERS[request.param](tmp_path_factory.mktemp(request.param)))
 
 
 # ---- recognition and errors ----------------------------------------------------------------
 @pytest.mark.parametrize(("name", "cls"), [("pagarcia", PagarciaTrackerAdapter),
                                            ("jax", JaxVideoAdapter)])
 def test_recognised_with_memory(name, cls, tmp_path):
-    a = open_bundle(BUILDERS[name](tmp_path))
+    a = open_adapter(BUILDERS[name](tmp_path))
     assert type(a) is cls and a.has(Capability.MEMORY) and a.has(Capability.BOXES)
     geo = sem.MEMORY_SMALL
     assert a.input_size == (geo.input_size,) * 2 and a.mask_size == (geo.mask_size,) * 2
@@ -58,7 +58,7 @@ def test_pagarcia_graphs_found_by_names_not_file_names(tmp_path):
     for i, f in enumerate(sorted(src.iterdir())):
         keep = f.suffix != ".onnx"  # data file and npz keep their names
         shutil.copy(f, dst / (f.name if keep else f"g{i}.onnx"))
-    a = open_bundle(dst)
+    a = open_adapter(dst)
     assert a.layout == "pagarcia-tracker" and a.has(Capability.MEMORY)
     assert a.prompt_decoder.accepts_mask_input
     settings = a.memory_graphs.memory_settings
@@ -68,19 +68,19 @@ def test_pagarcia_graphs_found_by_names_not_file_names(tmp_path):
 def test_pagarcia_variants_pair_graphs_and_constants(tmp_path):
     build_pagarcia(tmp_path, variant="_single", max_mem_frames=2)
     build_pagarcia(tmp_path, variant="_multi", max_mem_frames=4, no_mem_bias=0.25)
-    a = open_bundle(tmp_path)  # the larger memory wins; its decoders and constants go with it
+    a = open_adapter(tmp_path)  # the larger memory wins; its decoders and constants go with it
     assert a.memory_graphs.memory_settings.max_memories == 4 and a.no_mem_embed[0, 1, 0, 0] == 0.25
     assert a.constants_path.name == "video_constants_multi.npz"
     assert all(s.path.stem.endswith("_multi") for s in (*a.decoders.values(), a.memory_encoder))
 
 
 def test_hf_pair_still_hf(tmp_path):
-    assert open_bundle(build_hf_tracker(tmp_path)).layout == "hf-tracker"
+    assert open_adapter(build_hf_tracker(tmp_path)).layout == "hf-tracker"
 
 
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_without_memory_graphs_capability_is_absent(name, tmp_path):
-    a = open_bundle(BUILDERS[name](tmp_path, memory=False))
+    a = open_adapter(BUILDERS[name](tmp_path, memory=False))
     assert a.has(Capability.CLICKS) and not a.has(Capability.MEMORY)
     emb = a.encode(rgb(blob_image(SHAPE, BLOBS)))
     assert len(a.prompt_decoder.predict_masks(emb, xy(a, [[40, 65]]), [1]).iou) == 3
@@ -97,7 +97,7 @@ def test_half_memory_pair_names_the_missing_graph(name, drop, other, tmp_path):
     folder = BUILDERS[name](tmp_path)
     (folder / drop).unlink()
     with pytest.raises(ModelFileMissingError, match=other):
-        open_bundle(folder)
+        open_adapter(folder)
 
 
 @pytest.mark.parametrize(("name", "kwargs", "what"), [
@@ -106,7 +106,7 @@ def test_half_memory_pair_names_the_missing_graph(name, drop, other, tmp_path):
 ])
 def test_missing_constants_file(name, kwargs, what, tmp_path):
     with pytest.raises(ModelFileMissingError, match=what):
-        open_bundle(BUILDERS[name](tmp_path, **kwargs))
+        open_adapter(BUILDERS[name](tmp_path, **kwargs))
 
 
 def test_jax_renamed_output_is_named(tmp_path):
@@ -117,7 +117,7 @@ def test_jax_renamed_output_is_named(tmp_path):
     next(o for o in model.graph.output if o.name == "iou_scores").name = "iou"
     onnx.save(model, folder / "mask_decoder.onnx")
     with pytest.raises(LayoutMismatchError, match=r"missing outputs \['iou_scores'\]"):
-        open_bundle(folder)
+        open_adapter(folder)
 
 
 # ---- image path ----------------------------------------------------------------------------
@@ -181,7 +181,7 @@ def _uniform_click(a, value=150):
 
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_no_mem_embed_added_exactly_once(name, tmp_path):
-    a = open_bundle(BUILDERS[name](tmp_path))
+    a = open_adapter(BUILDERS[name](tmp_path))
     bias = float(a.no_mem_embed[0, 1, 0, 0])
     assert bias != 0
     logit, bright, emb = _uniform_click(a)
@@ -191,17 +191,17 @@ def test_no_mem_embed_added_exactly_once(name, tmp_path):
 
 
 def test_jax_no_mem_embed_switch(tmp_path, monkeypatch):
-    a = open_bundle(build_jax_video(tmp_path / "absent", no_mem_embed=False))
+    a = open_adapter(build_jax_video(tmp_path / "absent", no_mem_embed=False))
     assert a.no_mem_embed is None
     logit, bright, _ = _uniform_click(a)
     assert logit == pytest.approx(sem.GAIN * (bright - sem.BRIGHT), abs=1e-4)
     monkeypatch.setattr(JaxVideoAdapter, "no_mem_embed_keys", ())
-    b = open_bundle(build_jax_video(tmp_path / "present"))
+    b = open_adapter(build_jax_video(tmp_path / "present"))
     assert b.no_mem_embed is None and _uniform_click(b)[0] == pytest.approx(logit, abs=1e-4)
 
 
 def test_pagarcia_multimask_vs_singlemask_and_mask_input(tmp_path):
-    a = open_bundle(build_pagarcia(tmp_path / "all"))
+    a = open_adapter(build_pagarcia(tmp_path / "all"))
     emb = a.encode(rgb(blob_image(SHAPE, BLOBS)))
     r, c, rad = BLOBS[1]
     one, two = xy(a, [[r, c]]), xy(a, [[r, c], [r + 2, c]])
@@ -217,7 +217,7 @@ def test_pagarcia_multimask_vs_singlemask_and_mask_input(tmp_path):
     done = {k: s.runs - runs[k] for k, s in a.decoders.items()}
     assert done == {"decoder_multi": 1, "decoder_single": 2, "decoder_mask_multi": 1,
                     "decoder_mask_single": 1}
-    only = open_bundle(build_pagarcia(tmp_path / "multi", decoders=("multi",)))
+    only = open_adapter(build_pagarcia(tmp_path / "multi", decoders=("multi",)))
     assert not only.prompt_decoder.accepts_mask_input
     assert len(only.prompt_decoder.predict_masks(emb, two, [1, 1]).iou) == 3
     with pytest.raises(ValueError, match="mask"):
@@ -225,7 +225,7 @@ def test_pagarcia_multimask_vs_singlemask_and_mask_input(tmp_path):
 
 
 def test_jax_is_multimask_only(tmp_path):
-    a = open_bundle(build_jax_video(tmp_path))
+    a = open_adapter(build_jax_video(tmp_path))
     emb = a.encode(rgb(blob_image(SHAPE, BLOBS)))
     assert not a.prompt_decoder.accepts_mask_input
     assert len(a.prompt_decoder.predict_masks(emb, xy(a, [[40, 65], [42, 65]]), [1, 1]).iou) == 3

@@ -20,7 +20,7 @@ from _tracker_helpers import (
 from conftest import blob_image, disc
 from napari_sam3_onnx.models.adapters import JaxVideoAdapter
 from napari_sam3_onnx.models.adapters._memory import CONDITIONED
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.imageops import resize_bilinear
 from napari_sam3_onnx.testing import memory as sem
 from napari_sam3_onnx.testing.pagarcia import build_pagarcia
@@ -28,7 +28,7 @@ from napari_sam3_onnx.testing.pagarcia import build_pagarcia
 
 @pytest.fixture(scope="module", params=list(BUILDERS))
 def adapter(request, tmp_path_factory):
-    return open_bundle(BUILDERS[request.param](tmp_path_factory.mktemp(request.param)))
+    return open_adapter(BUILDERS[request.param](tmp_path_factory.mktemp(request.param)))
 
 
 # ---- memory path ---------------------------------------------------------------------------
@@ -92,12 +92,12 @@ def test_memory_attend_documented_values(adapter):
 
 
 def test_pagarcia_static_memory_slots(tmp_path):
-    a = open_bundle(build_pagarcia(tmp_path))
+    a = open_adapter(build_pagarcia(tmp_path))
     emb = a.encode(rgb(blob_image(SHAPE, BLOBS)))
     m = a.memory_graphs.memory_encode(emb, disc_logits(a, 30, 30, 10), 1.0, True)
     with pytest.raises(ValueError, match="at most 2 memories"):
         a.memory_graphs.memory_attend(emb, [m, m, m], [6, 1, 0], np.zeros((0, 8), np.float32), [])
-    dyn = open_bundle(build_pagarcia(tmp_path / "dyn", max_mem_frames=None, max_obj_ptrs=None))
+    dyn = open_adapter(build_pagarcia(tmp_path / "dyn", max_mem_frames=None, max_obj_ptrs=None))
     assert dyn.memory_graphs.memory_settings.max_memories is None
     f = dyn.memory_graphs.memory_attend(emb, [m, m, m], [6, 1, 0], np.zeros((0, 8), np.float32), [])
     assert f.features[CONDITIONED][0, 4].mean() == 1.0
@@ -135,7 +135,7 @@ def test_one_tracking_step_follows_a_drifting_blob(adapter, monkeypatch):
 
 # ---- the real SAM 3 geometry ---------------------------------------------------------------
 def test_pagarcia_full_geometry_click_and_memory(tmp_path):
-    a = open_bundle(build_pagarcia(tmp_path, sem.MEMORY_FULL))
+    a = open_adapter(build_pagarcia(tmp_path, sem.MEMORY_FULL))
     assert a.input_size == (1008, 1008) and a.mask_size == (288, 288)
     shape, blobs = (300, 420), ((80, 100, 25), (210, 330, 30))
     emb = a.encode(rgb(blob_image(shape, blobs)))

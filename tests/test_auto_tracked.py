@@ -157,7 +157,7 @@ def _drain(gen):
 
 
 def test_a_model_attached_mid_run_does_not_change_the_run(bundle, tmp_path):
-    from napari_sam3_onnx.models.bundle import open_bundle as open_adapter
+    from napari_sam3_onnx.models.bundle import open_adapter
     from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
 
     stack = np.stack([blob_image(SHAPE, drifting(z), value=255) for z in range(4)])

@@ -13,7 +13,7 @@ from napari_sam3_onnx.engine.automatic.masks import (
     stability_scores,
 )
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.testing.automatic import build_sloped_tracker
 from napari_sam3_onnx.testing.geometry import TestGeometry
 
@@ -25,7 +25,7 @@ BLOBS = ((30, 40, 10), (100, 150, 9), (40, 190, 10), (112, 45, 10), (70, 100, 8)
 
 @pytest.fixture(scope="module")
 def steep(tmp_path_factory):
-    return open_bundle(build_sloped_tracker(tmp_path_factory.mktemp("steep"), GEOM))
+    return open_adapter(build_sloped_tracker(tmp_path_factory.mktemp("steep"), GEOM))
 
 
 def _ref(img, name="img"):
@@ -52,7 +52,7 @@ def test_default_grid_finds_each_planted_blob_exactly_once(steep):
 
 
 def test_ids_follow_score_and_background_gives_nothing(tmp_path):
-    ad = open_bundle(build_sloped_tracker(tmp_path, GEOM, ious=(0.95, 0.9, 0.89)))
+    ad = open_adapter(build_sloped_tracker(tmp_path, GEOM, ious=(0.95, 0.9, 0.89)))
     img = blob_image(SHAPE, BLOBS[:2], value=255)
     res = segment_plane(ad, SliceEncoder(ad).embed, _ref(img), AutoMaskSettings(16))
     scores = [i.score for i in res.instances]
@@ -83,7 +83,7 @@ def test_stability_score_counts_pixels_near_the_threshold():
 
 def test_stability_filter_drops_shallow_logits(tmp_path):
     # same masks, same predicted IoU; only the logit slope differs between tokens
-    ad = open_bundle(build_sloped_tracker(tmp_path, GEOM, slopes=(0.05, 0.05, 20.0),
+    ad = open_adapter(build_sloped_tracker(tmp_path, GEOM, slopes=(0.05, 0.05, 20.0),
                                           ious=(0.95, 0.95, 0.95)))
     bright = np.full(SHAPE, 255, np.uint8)  # no brightness edge: the radius sets the contour
     bright[0, 0] = 254  # (not quite constant: a constant plane is blank and encodes as black)
@@ -189,7 +189,7 @@ class _PerObject:
 def test_nso_batched_decoding_matches_one_call_per_click(tmp_path):
     from napari_sam3_onnx.testing.nso import build_nso
 
-    ad = open_bundle(build_nso(tmp_path))
+    ad = open_adapter(build_nso(tmp_path))
     img = np.repeat(blob_image((60, 90), ((15, 20, 6), (40, 65, 7)))[..., None], 3, axis=2)
     emb = ad.encode(img)
     xy = np.array([[25.0, 20.0], [60.0, 55.0], [5.0, 80.0]], np.float32)
@@ -221,7 +221,7 @@ def test_nso_batched_decoding_caps_the_clicks_per_call(tmp_path):
     from napari_sam3_onnx.models.adapters._nso_roles import MAX_CLICKS_PER_CALL
     from napari_sam3_onnx.testing.nso import build_nso
 
-    ad = open_bundle(build_nso(tmp_path))
+    ad = open_adapter(build_nso(tmp_path))
     img = np.repeat(blob_image((60, 90), ((15, 20, 6), (40, 65, 7)))[..., None], 3, axis=2)
     emb = ad.encode(img)
     n = 2 * MAX_CLICKS_PER_CALL + 3
@@ -242,7 +242,7 @@ def test_nso_decoder_session_reuses_its_buffers(tmp_path):
     # Without onnxruntime's CPU arena a 16-click call cost 3x more per click (fresh pages).
     from napari_sam3_onnx.testing.nso import build_nso
 
-    ad = open_bundle(build_nso(tmp_path))
+    ad = open_adapter(build_nso(tmp_path))
     assert ad.decoder.config.cpu_mem_arena
     assert not ad.encoder.config.cpu_mem_arena  # the encoder keeps the default (peak memory)
     assert ad.decoder.session.get_session_options().enable_cpu_mem_arena

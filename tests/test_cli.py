@@ -13,7 +13,7 @@ import tifffile
 from fake_hub import FakeHub
 from napari_sam3_onnx.api.text import table_columns
 from napari_sam3_onnx.cli import main
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.registry import get_bundle
 from napari_sam3_onnx.testing.pagarcia import build_pagarcia
 from napari_sam3_onnx.testing.scenes import BLOBS, SPECK, planted_image
@@ -109,7 +109,7 @@ def test_precompute_then_text_reads_the_store_without_encoding(
     def no_encoding(self, rgb):
         raise AssertionError("encoded although the store holds the slice")
 
-    monkeypatch.setattr(type(open_bundle(wk)), "encode", no_encoding)
+    monkeypatch.setattr(type(open_adapter(wk)), "encode", no_encoding)
     code, out, err = run("text", wk, stack_tif, "--concepts", "nucleus", "--out",
                          tmp_path / "l.tif", "--store", store, "--window", *WINDOW,
                          capsys=capsys)
@@ -118,7 +118,7 @@ def test_precompute_then_text_reads_the_store_without_encoding(
 
 def test_interrupted_precompute_exits_130_and_resumes(wk, stack_tif, tmp_path, capsys,
                                                       monkeypatch):
-    cls = type(open_bundle(wk))
+    cls = type(open_adapter(wk))
     real, calls = cls.encode, []
 
     def flaky(self, rgb):

@@ -25,9 +25,9 @@ CHILD = """
 import sys, time
 from pathlib import Path
 from napari_sam3_onnx.cli import main
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 ready, bundle, argv = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
-cls = type(open_bundle(bundle))
+cls = type(open_adapter(bundle))
 real, calls = cls.encode, []
 def slow(self, rgb):
     calls.append(1)

@@ -181,7 +181,7 @@ def test_a_worker_opens_a_bundle_once_for_precompute_and_segment_all(hf_bundle, 
 
     def counting_open(folder, config=None):
         opened.append(str(folder))
-        return model_bundle.open_bundle(folder, config)
+        return model_bundle.open_adapter(folder, config)
 
     monkeypatch.setattr(cluster, "_CACHE", {})
     monkeypatch.setattr(cluster, "_open_adapter", counting_open)

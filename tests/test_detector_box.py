@@ -10,7 +10,7 @@ from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.engine.interactive import Prompt
 from napari_sam3_onnx.engine.interactive_dispatch import segment_prompt
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import CapabilityError, PromptError
 from napari_sam3_onnx.testing.scenes import BLOBS, planted_image
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
@@ -24,7 +24,7 @@ def setup(tmp_path_factory):
     vocab = folder / "bpe_simple_vocab_16e6.txt.gz"
     with gzip.open(vocab, "wt", encoding="utf-8") as f:
         f.write("#version\n")
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     texts = TextCache(adapter, ClipTokenizer.from_file(vocab))
     return adapter, adapter.encode(planted_image(SHAPE)), texts
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import blob_image
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.models.base import Capability
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.testing.autognosi import build_autognosi
 from napari_sam3_onnx.testing.nso import build_nso
 
@@ -21,7 +21,7 @@ def _rgb():
 @pytest.fixture
 def counted(tmp_path, monkeypatch):
     """An Autognosi toy adapter whose image-encoder runs are counted by role."""
-    a = open_bundle(build_autognosi(tmp_path))
+    a = open_adapter(build_autognosi(tmp_path))
     runs = {"vision_encoder": 0, "tracker_encoder": 0}
     for role in runs:
         s = a.sessions[role]
@@ -82,7 +82,7 @@ def test_slice_encoder_caches_the_partial_embedding_then_the_completed_one(count
 
 
 def test_single_encoder_layouts_encode_everything_for_any_need(tmp_path):
-    a = open_bundle(build_nso(tmp_path))
+    a = open_adapter(build_nso(tmp_path))
     emb = a.encode_for(_rgb(), Capability.TEXT)
     assert set(emb.features) == set(a.encode(_rgb()).features)
     assert not a.lacks(emb, Capability.CLICKS)

@@ -209,10 +209,10 @@ def test_label_writer_single_object_writes_only_free_pixels():
 
 def test_autognosi_prepares_one_feed_for_both_encoders(tmp_path, monkeypatch):
     from napari_sam3_onnx.models.adapters import autognosi
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
     from napari_sam3_onnx.testing.autognosi import build_autognosi
 
-    adapter = open_bundle(build_autognosi(tmp_path))
+    adapter = open_adapter(build_autognosi(tmp_path))
     rgb = np.random.default_rng(5).integers(0, 256, (30, 40, 3), dtype=np.uint8)
     before = adapter.encode(rgb)
     calls = []

@@ -14,7 +14,7 @@ from napari_sam3_onnx import api
 from napari_sam3_onnx.api.io import InputError, read_image
 from napari_sam3_onnx.api.validate import SeedOverlapWarning
 from napari_sam3_onnx.cli import main
-from napari_sam3_onnx.models.bundle import open_bundle as open_adapter
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import ModelFileUnreadableError, PromptError
 from napari_sam3_onnx.models.graph_info import check_external_data, read_signature
 from napari_sam3_onnx.testing.pagarcia import build_pagarcia

@@ -9,7 +9,7 @@ from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt, segment
 from napari_sam3_onnx.engine.postprocess import fill_holes, select_candidate, stability
 from napari_sam3_onnx.models.base import Embedding, MaskCandidates, SamAdapter
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import PromptError
 
 SHAPE = (60, 90)
@@ -18,7 +18,7 @@ BLOBS = ((15, 20, 6), (40, 65, 7))
 
 @pytest.fixture(scope="module")
 def adapter(hf_bundle):
-    return open_bundle(hf_bundle)
+    return open_adapter(hf_bundle)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from napari_sam3_onnx import api
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.tracking.propagation import Seed, propagate
 from napari_sam3_onnx.models.base import Capability
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import PromptError
 from napari_sam3_onnx.testing.jax_video import build_jax_video
 from napari_sam3_onnx.testing.pagarcia import build_pagarcia
@@ -27,7 +27,7 @@ def folders(tmp_path_factory, hf_bundle):
 
 @pytest.fixture(scope="module")
 def bundles(folders):
-    return {name: open_bundle(folder) for name, folder in folders.items()}
+    return {name: open_adapter(folder) for name, folder in folders.items()}
 
 
 def api_bundle(bundles, folders, name):

@@ -20,7 +20,7 @@ from napari_sam3_onnx.engine.store.embedding_store import (
 )
 from napari_sam3_onnx.engine.store.precompute import StoreBackedEncoder, precompute
 from napari_sam3_onnx.models.base import Embedding
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 
 TAG = BundleTag("hf-tracker", "hf-tracker", "abc")
 
@@ -61,7 +61,7 @@ class Counting:
 
 @pytest.fixture(scope="module")
 def adapter(hf_bundle):
-    return open_bundle(hf_bundle)
+    return open_adapter(hf_bundle)
 
 
 def refs(data, window=(0.0, 3000.0)):

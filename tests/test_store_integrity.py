@@ -19,7 +19,7 @@ from napari_sam3_onnx.engine.store.files import TMP_PREFIX, checksum
 from napari_sam3_onnx.engine.store.precompute import StoreBackedEncoder, precompute
 from napari_sam3_onnx.engine.store.verify import EntryState, verify_store
 from napari_sam3_onnx.models.base import Embedding
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 
 TAG = BundleTag("hf-tracker", "hf-tracker", "sha256:abc")
 
@@ -66,7 +66,7 @@ class Counting:
 
 @pytest.fixture(scope="module")
 def adapter(hf_bundle):
-    return open_bundle(hf_bundle)
+    return open_adapter(hf_bundle)
 
 
 def test_checksum_sees_values_not_layout():

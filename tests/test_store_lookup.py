@@ -10,12 +10,12 @@ from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.engine.store.embedding_store import BundleTag, EmbeddingStore, EntryStatus
 from napari_sam3_onnx.engine.store.lookup import LookupStoreEncoder, same_model_input
 from napari_sam3_onnx.engine.store.precompute import StoreBackedEncoder, precompute
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 
 
 @pytest.fixture(scope="module")
 def adapter(hf_bundle):
-    return open_bundle(hf_bundle)
+    return open_adapter(hf_bundle)
 
 
 def stack(n=4, shape=(60, 90), dtype=np.uint16, top=3000):

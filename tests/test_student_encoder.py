@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from napari_sam3_onnx import api
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.testing.hf_sam3 import DUAL_ENCODER, STUDENT_ENCODER, build_dual
 from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 
@@ -29,7 +29,7 @@ def pair(tmp_path_factory):
     for name, student in (("teacher", False), ("student", True)):
         folder = build_dual(tmp_path_factory.mktemp(name), memory=True, student=student)
         write_toy_tokenizer(folder)
-        out[name] = api.Bundle(open_bundle(folder), folder)
+        out[name] = api.Bundle(open_adapter(folder), folder)
     return out
 
 

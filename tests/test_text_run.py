@@ -24,7 +24,7 @@ from napari_sam3_onnx.api.search import iter_search
 from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
 from napari_sam3_onnx.engine.encoding import SliceRef
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import PromptError
 from napari_sam3_onnx.testing.scenes import BLOBS, planted_image
 from napari_sam3_onnx.testing.tokenizer import build_text_bundle
@@ -44,7 +44,7 @@ def stack(planted=PLANTED):
 @pytest.fixture(scope="module", params=["wkentaro-v0.3", "samexporter"])
 def model(request, tmp_path_factory):
     folder = build_text_bundle(tmp_path_factory.mktemp("text") / request.param, request.param)
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     return adapter, ClipTokenizer.from_folder(folder), folder
 
 

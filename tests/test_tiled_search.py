@@ -24,7 +24,7 @@ from napari_sam3_onnx.engine.tiling.tiled_search import (
     tile_parts,
 )
 from napari_sam3_onnx.engine.tiling.tiles import TileSettings
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
 
@@ -37,7 +37,7 @@ CELLS = ((1, 3), (3, 3), (3, 7), (6, 12), (8, 1), (14, 22), (10, 18))
 def toy(tmp_path_factory):
     folder = build_wkentaro_v03(tmp_path_factory.mktemp("wk_tiles"))
     write_toy_tokenizer(folder)
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     return folder, adapter, TextCache(adapter, ClipTokenizer.from_folder(folder, 32))
 
 

@@ -30,7 +30,7 @@ from napari_sam3_onnx.engine.tiling.tiles import (
     tile_grid,
     touches_inner_edge,
 )
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import PromptError
 
 SHAPE = (600, 900)
@@ -43,7 +43,7 @@ def _iou(a, b):
 
 @pytest.fixture(scope="module")
 def adapter(hf_bundle):
-    return open_bundle(hf_bundle)
+    return open_adapter(hf_bundle)
 
 
 # ---- geometry -------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 
 from napari_sam3_onnx.engine.concepts.search import TextCache, search_slice
 from napari_sam3_onnx.engine.concepts.tokenizer import ClipTokenizer
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.testing.concepts import EOT, SOT, TOKEN_ANY, TOKEN_BRIGHT, TOKEN_NOTHING
 from napari_sam3_onnx.testing.scenes import BLOBS, SPECK, planted_image
 from napari_sam3_onnx.testing.tokenizer import (
@@ -69,7 +69,7 @@ def test_bad_words_are_refused(words):
 @pytest.mark.parametrize("layout", ["wkentaro-v0.3", "samexporter"])
 def test_bundle_with_tokenizer_finds_words_meaning(tmp_path, layout):
     folder = build_text_bundle(tmp_path / layout, layout)
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     texts = TextCache(adapter, ClipTokenizer.from_folder(folder))
     emb = adapter.encode(planted_image((60, 90)))
     found = {}

@@ -12,7 +12,7 @@ from napari_sam3_onnx.api.search import iter_search
 from napari_sam3_onnx.api.workspace import DataVersions, Workspace
 from napari_sam3_onnx.engine.tiling.tiles import TileSettings
 from napari_sam3_onnx.models.base import Capability
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import MissingCapabilityError, Sam3OnnxError
 from napari_sam3_onnx.testing.scenes import BLOBS, planted_image
 from napari_sam3_onnx.testing.tokenizer import build_text_bundle
@@ -37,7 +37,7 @@ def refs_of(data):
 
 
 def test_one_language_cache_per_model_read_with_the_graphs_context_length(folder, monkeypatch):
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     monkeypatch.setattr(type(adapter.concept_detector), "context_length",
                         property(lambda self: 9))
     ws = Workspace()
@@ -48,7 +48,7 @@ def test_one_language_cache_per_model_read_with_the_graphs_context_length(folder
     assert ws.texts is texts and texts.tokenizer.context_length == 9
     ws.attach(adapter, folder)  # the same model again (another store): the same cache
     assert ws.texts is texts
-    ws.attach(open_bundle(folder), folder)  # another model: its own cache
+    ws.attach(open_adapter(folder), folder)  # another model: its own cache
     assert ws.texts is not texts
     ws.detach()
     assert ws.adapter is None and ws.encoder is None and not ws.has(Capability.TEXT)
@@ -56,7 +56,7 @@ def test_one_language_cache_per_model_read_with_the_graphs_context_length(folder
 
 def test_prepare_touches_nothing_and_use_attaches_what_it_made(folder, tmp_path):
     """The dock prepares a store-backed encoder in a worker and attaches it on its thread."""
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     ws = Workspace()
     ws.attach(adapter, folder)
     texts, memory = ws.texts, ws.encoder
@@ -75,13 +75,13 @@ def test_prepare_touches_nothing_and_use_attaches_what_it_made(folder, tmp_path)
 
 def test_detach_keeps_the_cache_and_the_data_versions(folder):
     ws = Workspace()
-    ws.attach(open_bundle(folder), folder)
+    ws.attach(open_adapter(folder), folder)
     cache, ref = ws.cache, refs_of(stack())[0]
     ws.encoder.embed(ref)
     ws.versions.bump("layer")
     ws.detach()
     assert ws.cache is cache and len(cache) == 1 and ws.versions.get("layer") == 1
-    encoder = ws.attach(open_bundle(folder), folder)
+    encoder = ws.attach(open_adapter(folder), folder)
     assert encoder.cache is cache
 
 
@@ -97,7 +97,7 @@ def test_the_api_search_is_the_workspace_generator(folder):
     bundle = api.open_bundle(folder)
     headless = api.search_text(bundle, data, "bright", window=(0, 255), link_iou=None)
     ws = Workspace()
-    ws.attach(open_bundle(folder), folder)
+    ws.attach(open_adapter(folder), folder)
     steps = list(iter_search(ws, refs_of(data), ["bright"]))
     assert [s.index for s in steps] == [(0,), (1,), (2,), (3,)]
     assert [(s.done, s.total) for s in steps] == [(1, 4), (2, 4), (3, 4), (4, 4)]
@@ -110,7 +110,7 @@ def test_the_api_search_is_the_workspace_generator(folder):
 def test_search_tiles_with_the_workspace_setting_and_stops_on_the_cancel_token(folder):
     data = stack()
     ws = Workspace(tiling=TileSettings(size=56, overlap=28, threshold=80))
-    ws.attach(open_bundle(folder), folder)
+    ws.attach(open_adapter(folder), folder)
     seen = []
     ws.encoder.listen(on_start=lambda ref: seen.append(ref.region))
     done = []
@@ -123,7 +123,7 @@ def test_search_tiles_with_the_workspace_setting_and_stops_on_the_cancel_token(f
 
 def test_search_refuses_bad_options_and_a_model_without_text(folder, tmp_path):
     ws = Workspace()
-    ws.attach(open_bundle(folder), folder)
+    ws.attach(open_adapter(folder), folder)
     with pytest.raises(InputError, match="floor"):
         next(iter_search(ws, refs_of(stack()), ["bright"], floor=1.5))
     with pytest.raises(InputError, match="min_area"):
@@ -131,7 +131,7 @@ def test_search_refuses_bad_options_and_a_model_without_text(folder, tmp_path):
     from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
 
     clicks = build_hf_tracker(tmp_path / "clicks")
-    ws.attach(open_bundle(clicks), clicks)
+    ws.attach(open_adapter(clicks), clicks)
     with pytest.raises(MissingCapabilityError):
         next(iter_search(ws, refs_of(stack()), ["bright"]))
 
@@ -141,8 +141,8 @@ def test_box_texts_only_for_a_detector_without_a_sam_head(folder, tmp_path):
 
     ws = Workspace()
     assert ws.box_texts() is None  # no model
-    ws.attach(open_bundle(folder), folder)  # text and boxes through the detector, no clicks
+    ws.attach(open_adapter(folder), folder)  # text and boxes through the detector, no clicks
     assert ws.box_texts() is ws.texts
     clicks = build_hf_tracker(tmp_path / "clicks")
-    ws.attach(open_bundle(clicks), clicks)  # a SAM head: boxes go to its prompt decoder
+    ws.attach(open_adapter(clicks), clicks)  # a SAM head: boxes go to its prompt decoder
     assert ws.box_texts() is None

@@ -76,10 +76,10 @@ def test_clicks_give_what_the_video_model_gives(layout, dual, wwww):
     from napari_sam3_onnx.engine.interactive import Prompt, prepare_prompt
     from napari_sam3_onnx.export.hf_graphs import EMBEDDINGS
     from napari_sam3_onnx.models.base import Capability
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
     video, folder, img, _ = dual
-    adapter = open_bundle(folder if layout == "dual" else wwww)
+    adapter = open_adapter(folder if layout == "dual" else wwww)
     assert Capability.CLICKS in adapter.capabilities
     emb = adapter.encode(img)
     p = Prompt.clicks([[60.0, 170.0]], [1])
@@ -100,9 +100,9 @@ def test_clicks_give_what_the_video_model_gives(layout, dual, wwww):
 
 def test_the_dual_folder_does_clicks_and_text_on_one_encode(dual):
     from napari_sam3_onnx.models.base import Capability
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
-    adapter = open_bundle(dual[1])
+    adapter = open_adapter(dual[1])
     assert {Capability.CLICKS, Capability.TEXT} <= adapter.capabilities
 
 
@@ -110,21 +110,21 @@ def test_the_dual_folder_does_clicks_and_text_on_one_encode(dual):
 
 def test_the_wwww_folder_opens_with_text(wwww):
     from napari_sam3_onnx.models.base import Capability
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
-    assert Capability.TEXT in open_bundle(wwww).capabilities
+    assert Capability.TEXT in open_adapter(wwww).capabilities
 
 
 def test_wwww_detections_give_what_transformers_gives(video, dual, wwww):
     """Every query: sigmoid(logit) x sigmoid(presence), the box, the mask logits."""
     from napari_sam3_onnx.export import hf_graphs as H
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
     _, _, img, px = dual
     ids, mask = H.tokens([49406, 320, 1929, 49407])
     with torch.no_grad():
         ref = video.detector_model(pixel_values=px, input_ids=ids, attention_mask=mask)
-    adapter = open_bundle(wwww)
+    adapter = open_adapter(wwww)
     det = adapter.concept_detector
     found = det.detect(adapter.encode(img), det.encode_text([49406, 320, 1929, 49407]))
     sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731

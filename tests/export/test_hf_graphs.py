@@ -48,11 +48,11 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
 @pytest.fixture(scope="module")
 def tracker(tmp_path_factory):
     from napari_sam3_onnx.export import hf_graphs as H
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
     model = H.build_tracker(seed=0)
     folder = H.export_tracker(tmp_path_factory.mktemp("hf_tracker"), model)
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     img = _image(1)
     return model, adapter, img, adapter.encode(img)
 
@@ -185,18 +185,18 @@ def test_detector_graphs_run_as_transformers_does(detector):
 
 def test_detector_bundle_opens_with_text(detector):
     from napari_sam3_onnx.models.base import Capability
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
-    adapter = open_bundle(detector[0])
+    adapter = open_adapter(detector[0])
     assert Capability.TEXT in adapter.capabilities
 
 
 def test_detections_give_what_transformers_gives(detector):
     """Every query: score sigmoid(logit) (the graph has no presence), box, mask logits."""
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
     folder, img, ref = detector
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     det = adapter.concept_detector
     found = det.detect(adapter.encode(img), det.encode_text(PHRASE))
     want = 1 / (1 + np.exp(-ref.pred_logits[0].numpy()))

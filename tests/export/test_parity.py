@@ -55,9 +55,9 @@ def bundle(model, bpe, tmp_path_factory) -> Path:
 
 def test_bundle_is_recognised_with_every_capability(bundle):
     from napari_sam3_onnx.models.base import Capability
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
-    adapter = open_bundle(bundle)
+    adapter = open_adapter(bundle)
     assert adapter.layout == "nso-sam3"
     assert adapter.capabilities == frozenset(Capability)
     assert adapter.input_size == (1008, 1008) and adapter.mask_size == (288, 288)
@@ -94,9 +94,9 @@ def test_prompt_decoder_takes_a_batch_of_single_clicks(bundle, model):
     import torch
 
     from napari_sam3_onnx.export import graphs as G
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
-    adapter = open_bundle(bundle)
+    adapter = open_adapter(bundle)
     if not adapter.prompt_decoder.batched:
         pytest.skip("this bundle's prompt decoder was exported without a batch axis")
     rng = np.random.default_rng(3)

@@ -208,9 +208,9 @@ def test_language_encoder_not_loaded_for_clicks_or_propagation(bundle):
     from napari_sam3_onnx.engine.tracking.propagation import propagate
     from napari_sam3_onnx.engine.tracking.types import Seed
     from napari_sam3_onnx.export.scenes import test_image
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
-    adapter = open_bundle(bundle)
+    adapter = open_adapter(bundle)
     try:
         frames = np.stack([test_image(1, shift=(0.0, 5.0 * i)) for i in range(3)])
         enc = SliceEncoder(adapter)

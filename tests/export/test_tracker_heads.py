@@ -34,9 +34,9 @@ def exported(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def opened(exported):
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
 
-    adapter = open_bundle(exported[0])
+    adapter = open_adapter(exported[0])
     img = (np.random.default_rng(7).random((*SHAPE, 3)) * 255).astype(np.uint8)
     return adapter, adapter.encode(img)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from napari_sam3_onnx._napari.model import panel as model_panel
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 
 
 def test_remote_providers_are_not_offered(monkeypatch):
@@ -25,13 +25,13 @@ def test_openvino_devices_follow_the_providers_and_name_the_model_line(monkeypat
     monkeypatch.setattr(opener, "openvino_devices",
                         lambda: ["OpenVINO CPU", "OpenVINO CPU bf16"])
     assert opener.device_choices() == ["auto", "cpu", "OpenVINO CPU", "OpenVINO CPU bf16"]
-    adapter = open_bundle(hf_bundle)
+    adapter = open_adapter(hf_bundle)
     line = model_panel.model_line(adapter, "fp32", [device_label("OpenVINO CPU bf16")])
     assert line.endswith("clicks, boxes · fp32 · OpenVINO CPU bf16")
 
 
 def test_model_line_names_family_capabilities_precision_and_device(hf_bundle):
-    adapter = open_bundle(hf_bundle)
+    adapter = open_adapter(hf_bundle)
     line = model_panel.model_line(adapter, "fp16", ["CUDAExecutionProvider",
                                                     "CPUExecutionProvider"])
     assert line == "SAM 3 (hf-tracker) · clicks, boxes · fp16 · CUDA GPU"
@@ -46,7 +46,7 @@ def test_the_toy_line_says_it_is_not_sam3_and_reads_its_manifest_precision(tmp_p
     from napari_sam3_onnx.models.registry import get_bundle
 
     folder = download_bundle(get_bundle("toy"))
-    adapter = open_bundle(folder)
+    adapter = open_adapter(folder)
     line = model_panel.model_line(adapter, model_panel.bundle_precision(folder),
                                   ["CPUExecutionProvider"], toy=True)
     assert line == ("Toy model, not SAM 3 (nso-sam3) · clicks, boxes, text, exemplars, "
@@ -60,7 +60,7 @@ def test_model_line_names_a_student_image_encoder(tmp_path):
     pytest.importorskip("onnx")
     from napari_sam3_onnx.testing.hf_sam3 import build_dual
 
-    adapter = open_bundle(build_dual(tmp_path, memory=True, student=True))
+    adapter = open_adapter(build_dual(tmp_path, memory=True, student=True))
     line = model_panel.model_line(adapter, None, ["CPUExecutionProvider"])
     assert line.startswith("EfficientSAM3 student image encoder, ")
     assert line.endswith(" M parameters + SAM 3 heads (hf-sam3) · clicks, boxes, text, "

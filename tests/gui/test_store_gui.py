@@ -23,7 +23,7 @@ from napari_sam3_onnx.engine.store.lookup import LookupStoreEncoder
 from napari_sam3_onnx.engine.store.precompute import StoreBackedEncoder, precompute
 from napari_sam3_onnx.engine.tiling.tiled import input_side, tile_refs
 from napari_sam3_onnx.engine.tiling.tiles import TileSettings
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 
 from .gui_helpers import settle
@@ -132,7 +132,7 @@ def test_cli_precomputed_stack_in_every_tab_with_zero_encodes(
 def test_a_store_of_another_bundle_is_refused_with_the_stores_message(
         make_napari_viewer, open_widget, qtbot, tmp_path, toy, hf_bundle, precomputed):
     tif, _store, stack, truth = precomputed
-    other = open_bundle(hf_bundle)
+    other = open_adapter(hf_bundle)
     theirs = EmbeddingStore(tmp_path / "hf.zarr", BundleTag.for_folder(hf_bundle, other.layout))
     precompute(StoreBackedEncoder(other, theirs), [_ref(stack)])
     viewer, _image, w = opened(make_napari_viewer, open_widget, toy, tif)

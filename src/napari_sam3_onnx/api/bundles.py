@@ -13,7 +13,7 @@ from ..engine.store.embedding_store import BundleTag, EmbeddingStore
 from ..engine.store.precompute import StoreBackedEncoder
 from ..engine.tiling.tiles import TileSettings
 from ..models.base import Capability, SamAdapter
-from ..models.bundle import open_bundle as _open_adapter
+from ..models.bundle import open_adapter as _open_adapter
 from ..models.errors import ModelFileMissingError
 from ..models.local_bundles import build_local_bundle
 from ..models.registry import bundle_dir, get_bundle

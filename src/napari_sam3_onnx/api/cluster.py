@@ -25,7 +25,7 @@ import numpy as np
 from ..engine.encoding import SliceRef
 from ..engine.store.embedding_store import BundleTag, EmbeddingStore
 from ..engine.store.precompute import PrecomputeReport, StoreBackedEncoder
-from ..models.bundle import open_bundle as _open_adapter
+from ..models.bundle import open_adapter as _open_adapter
 from ..models.errors import Sam3OnnxError
 from ..models.runtime import RuntimeConfig
 from .bundles import Bundle

@@ -69,9 +69,9 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Recognise a bundle folder and print its geometry and capabilities."""
-    from ..models.bundle import open_bundle
+    from ..models.bundle import open_adapter
 
-    adapter = open_bundle(args.folder)
+    adapter = open_adapter(args.folder)
     print(f"layout:       {adapter.layout}")
     if adapter.encoder_kind:
         print(f"encoder:      {adapter.encoder_kind}")

@@ -1,6 +1,6 @@
 """The decision gate: a precision variant against its fp32 bundle, through the plugin's engine.
 
-The same fixed scenes and prompts (:mod:`.scenes`) run through ``open_bundle`` and the engine on
+The same fixed scenes and prompts (:mod:`.scenes`) run through ``open_adapter`` and the engine on
 both bundles; the variant passes when it makes the **same decisions**
 (docs/layouts.md#judging-a-precision-change), not when its tensors are close:
 
@@ -105,12 +105,12 @@ def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: s
     from ..engine.concepts.tokenizer import ClipTokenizer
     from ..engine.interactive import Prompt, segment
     from ..engine.postprocess import logits_to_mask
-    from ..models.bundle import open_bundle
+    from ..models.bundle import open_adapter
     from ..models.runtime import RuntimeConfig
     from .scenes import test_image
 
     folder = Path(folder)
-    adapter = open_bundle(folder, RuntimeConfig(providers=device))
+    adapter = open_adapter(folder, RuntimeConfig(providers=device))
     try:
         img = test_image(0)
         emb = adapter.encode(img)

@@ -1,6 +1,6 @@
 """Parity of an exported ``nso-sam3`` bundle against Meta's PyTorch code on the same weights.
 
-The plugin side runs through the plugin's own engine and adapter (``open_bundle``,
+The plugin side runs through the plugin's own engine and adapter (``open_adapter``,
 ``engine.interactive.segment``, ``engine.concepts.search``,
 ``engine.tracking.propagation.propagate``); the PyTorch side through :mod:`.reference`.
 :func:`run` returns every number it measured, per part, and :func:`check` turns them into
@@ -175,13 +175,13 @@ def propagation(adapter, ref, n_slices: int = 5, seed: int = 2) -> list[dict]:
 
 def run(bundle: Path | str, model, parts: Sequence[str] = PARTS, log=print) -> dict:
     """Measure every part; returns ``{part: [rows]}`` plus timings."""
-    from ..models.bundle import open_bundle
+    from ..models.bundle import open_adapter
     from ..models.runtime import RuntimeConfig
     from .reference import Reference
     from .scenes import test_image
 
     bundle = Path(bundle)
-    adapter = open_bundle(bundle, RuntimeConfig())
+    adapter = open_adapter(bundle, RuntimeConfig())
     if adapter.layout != "nso-sam3":
         raise AssertionError(f"the bundle was recognised as {adapter.layout}, not nso-sam3")
     ref = Reference(model)

@@ -69,8 +69,11 @@ def _refuse_second_bundle(folder: Path | str, graphs: dict[str, GraphSignature],
             f"besides {', '.join(sorted(used))}: put each bundle in its own folder"))
 
 
-def open_bundle(folder: Path | str, config: RuntimeConfig | None = None) -> SamAdapter:
-    """Recognise and open the bundle in ``folder`` (sessions load lazily on first use).
+def open_adapter(folder: Path | str, config: RuntimeConfig | None = None) -> SamAdapter:
+    """Recognise the bundle in ``folder`` and open its adapter (sessions load lazily on first use).
+
+    The adapter alone; :func:`napari_sam3_onnx.api.open_bundle` wraps it in a ``Bundle`` (id,
+    capabilities, cache, tokenizer) for the workflows.
 
     Parameters
     ----------

@@ -15,7 +15,7 @@ from napari_sam3_onnx._napari.model.bundle_words import check_usable
 from napari_sam3_onnx.api.workspace import language_cache
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.models.base import Capability, SamAdapter
-from napari_sam3_onnx.models.bundle import open_bundle
+from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.models.errors import ModelFileMissingError
 from napari_sam3_onnx.models.openvino_runtime import openvino_devices
 from napari_sam3_onnx.models.runtime import PROVIDER_ALIASES, RuntimeConfig, available_providers
@@ -60,7 +60,7 @@ def open_checked(folder: Path, config: RuntimeConfig) -> Opened:
     Sam3OnnxError
         Not a bundle, one the dock cannot use, or a box-only bundle without its tokenizer.
     """
-    adapter = open_bundle(folder, config)
+    adapter = open_adapter(folder, config)
     check_usable(adapter)
     texts = None
     if adapter.has(Capability.TEXT):
