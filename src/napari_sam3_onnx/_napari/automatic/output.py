@@ -10,13 +10,13 @@ the user's is overwritten. Discard removes the preview.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from napari.layers import Image, Labels
 
-from napari_sam3_onnx._napari.commit import plane_indices
+from napari_sam3_onnx._napari.labels_writer import write_planes
 from napari_sam3_onnx._napari.layers import index_label, plane_shape, transform_kwargs
 from napari_sam3_onnx._napari.text.output import append_features
 from napari_sam3_onnx.engine.automatic import AutoInstance, AutoMaskSettings, AutoResult
@@ -92,7 +92,8 @@ class AutoOutput:
             self.viewer.layers.remove(self.preview)
         self.planes = []
 
-    def commit(self, target: Labels | None) -> tuple[Labels, int]:
+    def commit(self, target: Labels | None,
+               entry: Mapping | None = None) -> tuple[Labels, int]:
         """Write the previewed planes into ``target`` (None: a new layer) as one undo step.
 
         Returns
@@ -106,19 +107,12 @@ class AutoOutput:
             target.features = feature_rows([], self.image)
         data = target.data
         shift = int(np.max(data)) if data.size else 0
-        written: list[AutoInstance] = []
-        with target.block_history():
-            for index, result in self.planes:
-                labels = result.labels
-                free = (labels > 0) & (np.asarray(data[index]) == 0)
-                if not free.any():
-                    continue
-                target.data_setitem(plane_indices(index, free),
-                                    labels[free].astype(np.int64) + shift, refresh=False)
-                counts = np.bincount(labels[free], minlength=int(labels.max()) + 1)
-                written += [AutoInstance(i.id + shift, i.score, i.stability, int(counts[i.id]),
-                                         i.index, i.box_rc)
-                            for i in result.instances if counts[i.id] > 0]
+        done = write_planes(target, [(index, np.where(r.labels > 0, r.labels + shift, 0), None)
+                                     for index, r in self.planes], entry=entry)
+        written = [AutoInstance(i.id + shift, i.score, i.stability, done.count(index, i.id + shift),
+                                i.index, i.box_rc)
+                   for index, r in self.planes for i in r.instances
+                   if done.count(index, i.id + shift) > 0]
         if written:
             append_features(target, feature_rows(written, self.image))
         target.refresh()

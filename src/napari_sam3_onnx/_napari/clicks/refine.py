@@ -16,7 +16,7 @@ A label is picked with Alt+click on it while its Labels layer is the active laye
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from napari.layers import Labels
@@ -25,7 +25,7 @@ from qtpy.QtWidgets import QGroupBox, QHBoxLayout, QPushButton, QSpinBox, QVBoxL
 from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.clicks import prompts
 from napari_sam3_onnx._napari.clicks.session import ClickSession
-from napari_sam3_onnx._napari.commit import plane_indices
+from napari_sam3_onnx._napari.labels_writer import write_planes
 from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx.api import clicks as click_flow
 from napari_sam3_onnx.api.refine import LabelTarget, mask_note, pick_label, refine_prompt
@@ -33,22 +33,18 @@ from napari_sam3_onnx.engine.label_prompt import replace_label
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 
-def write_label(layer: Labels, index: tuple[int, ...], label_id: int, mask: np.ndarray) -> int:
+def write_label(layer: Labels, index: tuple[int, ...], label_id: int, mask: np.ndarray,
+                entry: Mapping | None = None) -> int:
     """Replace label ``label_id`` on plane ``index`` of ``layer`` by ``mask``; one undo step.
 
-    Only that id's pixels change (:func:`replace_label`), written through
-    ``Labels.data_setitem`` inside ``block_history`` (one ``layer.undo()`` removes it all).
-    Returns the number of pixels changed.
+    Only that id's pixels change (:func:`replace_label`), written by the one undoable writer
+    (:func:`~napari_sam3_onnx._napari.labels_writer.write_planes`; one ``layer.undo()``
+    removes it all). Returns the number of pixels changed.
     """
     plane = np.asarray(layer.data[tuple(index)])
     new = replace_label(plane, label_id, mask)
-    changed = new != plane
-    with layer.block_history():
-        for value in np.unique(new[changed]):
-            sel = changed & (new == value)
-            layer.data_setitem(plane_indices(tuple(index), sel), int(value), refresh=False)
-    layer.refresh()
-    return int(changed.sum())
+    return write_planes(layer, [(tuple(index), new, new != plane)], overwrite=True,
+                        entry=entry).pixels
 
 
 class RefiningSession(ClickSession):

@@ -12,13 +12,14 @@ label value, which is how napari finds the row of the label under the cursor (na
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from napari.layers import Image, Labels
 
-from napari_sam3_onnx._napari.commit import plane_indices
+from napari_sam3_onnx._napari import commit_log
+from napari_sam3_onnx._napari.labels_writer import write_planes
 from napari_sam3_onnx._napari.layers import (
     index_label,
     is_scratch,
@@ -64,6 +65,12 @@ def append_features(layer: Labels, rows: pd.DataFrame) -> None:
     layer.features = table.reset_index(drop=True)
 
 
+def _no_sample() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An empty pixel sample: the entry of a run's own layer is live while the layer is."""
+    empty = np.zeros(0, np.int64)
+    return empty, empty, empty
+
+
 class TextOutput:
     """The destination of one run.
 
@@ -94,6 +101,7 @@ class TextOutput:
                 and tuple(reuse.data.shape) == plane_shape(image):
             target = reuse  # the previous run's layer: this run's result replaces it
             target.data = np.zeros(plane_shape(image), np.int32)
+            commit_log.clear(target)
             target.name = layer_name(concepts)
             target.features = feature_rows([], image)
         elif target is None:
@@ -135,29 +143,26 @@ class TextOutput:
             self._unlisted = []
             self.layer.refresh()
 
-    def finish(self) -> list[Instance]:
-        """Write what is held (existing layer: one undo step); returns the instances written."""
+    def finish(self, entry: Mapping | None = None) -> list[Instance]:
+        """Write what is held (existing layer: one undo step); returns the instances written.
+
+        ``entry``: the run's commit-log entry (:mod:`~napari_sam3_onnx._napari.commit_log`).
+        """
         if self.new or not self.pending or not self.alive:
             self.refresh()
             self.pending = []
+            if self.new and self.instances and self.alive and entry is not None:
+                commit_log.append(self.layer, entry, *_no_sample())  # a layer of its own
             return self.instances
         layer, data = self.layer, self.layer.data
         top = int(np.max(data)) if data.size else 0  # the user may have painted meanwhile
         shift = max(0, top + 1 - self.first_id)
-        written: list[Instance] = []
-        with layer.block_history():
-            for index, result in self.pending:
-                labels = result.labels
-                free = (labels > 0) & (np.asarray(data[index]) == 0)
-                if not free.any():
-                    continue
-                values = labels[free].astype(np.int64) + shift
-                layer.data_setitem(plane_indices(index, free), values, refresh=False)
-                counts = np.bincount(labels[free], minlength=labels.max() + 1)
-                for inst in result.instances:
-                    if counts[inst.id] > 0:
-                        written.append(Instance(inst.id + shift, inst.concept, inst.score,
-                                                int(counts[inst.id]), inst.index, inst.box_rc))
+        done = write_planes(layer, [(index, np.where(r.labels > 0, r.labels + shift, 0), None)
+                                    for index, r in self.pending], entry=entry)
+        written = [Instance(inst.id + shift, inst.concept, inst.score,
+                            done.count(index, inst.id + shift), inst.index, inst.box_rc)
+                   for index, r in self.pending for inst in r.instances
+                   if done.count(index, inst.id + shift) > 0]
         self.pending = []
         self.instances = written
         if written:
