@@ -190,10 +190,9 @@ def test_new_layer_gets_planes_and_a_features_row_per_instance(model):
     written = out.finish()
     table = out.layer.features
     assert table["index"].tolist() == [i.id for i in written] == [1, 2, 3]
-    assert table["slice"].tolist() == ["z=0", "z=1", "z=1"]
+    assert table["index_0"].tolist() == [0, 1, 1]
     for row in table.itertuples():
-        z = int(row.slice[2:])
-        assert (out.layer.data[z] == row.index).sum() == row.area
+        assert (out.layer.data[row.index_0] == row.index).sum() == row.area_px
     # the instances lie on 2 of the 3 slices searched
     assert "3 instance(s) of bright on 2 slice(s) (3 searched)" in summary(
         out, written, 3, ["bright"], 0.5)

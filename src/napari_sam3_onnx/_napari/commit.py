@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from napari.layers import Labels
 
+from napari_sam3_onnx._napari.commit_entries import click_entry as _click_entry
 from napari_sam3_onnx._napari.labels_writer import write_planes
 from napari_sam3_onnx.engine.labels_merge import new_objects
 from napari_sam3_onnx.models.errors import Sam3OnnxError
@@ -60,6 +61,11 @@ def undo_last(target: Labels | None, viewer, redo: bool = False) -> tuple[str, b
                 "undo its other changes.", True)
     target.redo() if redo else target.undo()  # napari ignores an empty history
     return f"{'Redid' if redo else 'Undid'} the last change in '{target.name}'.", False
+
+
+def click_entry(session) -> dict:
+    """The commit-log entry of a Clicks commit of ``session``'s preview (its plane, prompts)."""
+    return _click_entry(session, session._shown, session.overwrite)
 
 
 def commit_masks(

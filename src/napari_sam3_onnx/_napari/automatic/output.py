@@ -1,11 +1,12 @@
 """Where an automatic run goes: a preview layer while it runs, then one undoable commit.
 
 Finished planes are shown in a scratch Labels layer ("SAM automatic (preview)") as they arrive,
-with a features table (id, score = predicted IoU, stability, area, slice), so hovering an object
-shows its numbers. Commit writes every previewed plane into the target (a new "SAM automatic"
-layer or the user's Labels layer) inside one ``block_history`` step, only onto background
-pixels and with ids above the layer's largest: one undo removes the whole run and nothing of
-the user's is overwritten. Discard removes the preview.
+with a features table (the instance table's columns: label, score = predicted IoU, stability,
+area_px, plane index, box), so hovering an object shows its numbers. Commit writes every
+previewed plane into the target (a new "SAM automatic" layer or the user's Labels layer) as one
+undo step through the one labels writer, only onto background pixels and with ids above the
+layer's largest: one undo removes the whole run and nothing of the user's is overwritten.
+Discard removes the preview.
 """
 
 from __future__ import annotations
@@ -16,22 +17,19 @@ import numpy as np
 import pandas as pd
 from napari.layers import Image, Labels
 
+from napari_sam3_onnx._napari import features
+from napari_sam3_onnx._napari.features import append_features
 from napari_sam3_onnx._napari.labels_writer import write_planes
-from napari_sam3_onnx._napari.layers import index_label, plane_shape, transform_kwargs
-from napari_sam3_onnx._napari.text.output import append_features
+from napari_sam3_onnx._napari.layers import plane_shape, transform_kwargs
 from napari_sam3_onnx.engine.automatic import AutoInstance, AutoMaskSettings, AutoResult
 
 PREVIEW = "SAM automatic (preview)"
 RESULT = "SAM automatic"
-COLUMNS = ("index", "score", "stability", "area", "slice")
 
 
 def feature_rows(instances: Sequence[AutoInstance], image: Image) -> pd.DataFrame:
-    """One row per object and plane: id (``index``), score, stability, area (px), slice."""
-    rows = [{"index": int(i.id), "score": round(float(i.score), 3),
-             "stability": round(float(i.stability), 3), "area": int(i.area),
-             "slice": index_label(image, i.index) if i.index else ""} for i in instances]
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    """The instance table's rows (kind ``"automatic"``) for objects found in ``image``."""
+    return features.feature_rows(instances, "automatic", len(plane_shape(image)) - 2)
 
 
 class AutoOutput:

@@ -25,6 +25,7 @@ from qtpy.QtWidgets import QGroupBox, QHBoxLayout, QPushButton, QSpinBox, QVBoxL
 from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.clicks import prompts
 from napari_sam3_onnx._napari.clicks.session import ClickSession
+from napari_sam3_onnx._napari.commit_entries import refine_entry
 from napari_sam3_onnx._napari.labels_writer import write_planes
 from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx.api import clicks as click_flow
@@ -172,7 +173,8 @@ class RefiningSession(ClickSession):
             self._say("SAM finds no object here; add a positive click on the object or Stop "
                       "refining.")
             return []
-        n = write_label(source, target.index, target.label_id, self._current[0].mask)
+        n = write_label(source, target.index, target.label_id, self._current[0].mask,
+                        refine_entry(self, target.index, target.label_id))
         self._committed_to = source
         self._say(f"Replaced label {target.label_id} in '{source.name}' ({n} pixels changed; "
                   "Ctrl+Z undoes it).", warn=False)

@@ -5,9 +5,9 @@ it runs. A run into an existing layer is held until the run ends (or is cancelle
 written in one ``block_history`` step, only onto background pixels, with ids above the layer's
 largest, so one undo removes the whole run and nothing of the user's is overwritten.
 
-Either way the layer's ``features`` table gets one row per instance; its ``index`` column is the
-label value, which is how napari finds the row of the label under the cursor (napari's
-``Labels._make_label_index``), so hovering an instance shows its concept and score.
+Either way the layer's ``features`` table gets one row per instance, in the instance table's
+columns (:mod:`~napari_sam3_onnx._napari.features`: the CLI's CSV columns and napari's
+``index``), so hovering an instance shows its concept and score.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 from napari.layers import Image, Labels
 
-from napari_sam3_onnx._napari import commit_log
+from napari_sam3_onnx._napari import commit_log, features
+from napari_sam3_onnx._napari.features import append_features
 from napari_sam3_onnx._napari.labels_writer import write_planes
 from napari_sam3_onnx._napari.layers import (
-    index_label,
     is_scratch,
     plane_shape,
     same,
@@ -30,7 +30,6 @@ from napari_sam3_onnx._napari.layers import (
 from napari_sam3_onnx.engine.concepts.search import Instance, SliceResult
 
 PREFIX = "SAM text: "
-COLUMNS = ("index", "concept", "score", "area", "slice", "box")
 
 
 def layer_name(concepts: Sequence[str]) -> str:
@@ -38,31 +37,9 @@ def layer_name(concepts: Sequence[str]) -> str:
     return PREFIX + (", ".join(concepts) if concepts else "exemplars")
 
 
-def _box_text(box_rc: Sequence[float]) -> str:
-    r0, c0, r1, c1 = (round(float(v)) for v in box_rc)
-    return f"rows {r0}-{r1}, cols {c0}-{c1}"
-
-
 def feature_rows(instances: Sequence[Instance], image: Image) -> pd.DataFrame:
-    """One row per instance: id (``index``), concept, score, area (px), slice, box."""
-    rows = [{
-        "index": int(inst.id),
-        "concept": inst.concept,
-        "score": round(float(inst.score), 3),
-        "area": int(inst.area),
-        "slice": index_label(image, inst.index) if inst.index else "",
-        "box": _box_text(inst.box_rc),
-    } for inst in instances]
-    return pd.DataFrame(rows, columns=list(COLUMNS))
-
-
-def append_features(layer: Labels, rows: pd.DataFrame) -> None:
-    """Add ``rows`` to the layer's table (an existing table without ``index`` keeps its mapping)."""
-    old = pd.DataFrame(layer.features)
-    if len(old) and "index" not in old:
-        old.insert(0, "index", np.arange(len(old)))  # napari's implicit row k <-> label k
-    table = rows if not len(old) else pd.concat([old, rows], ignore_index=True)
-    layer.features = table.reset_index(drop=True)
+    """The instance table's rows (kind ``"text"``) for instances found in ``image``."""
+    return features.feature_rows(instances, "text", len(plane_shape(image)) - 2)
 
 
 def _no_sample() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
