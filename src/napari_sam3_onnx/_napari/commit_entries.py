@@ -41,6 +41,11 @@ def _num(value: Any) -> Any:
     return value
 
 
+def _source(image) -> str | None:
+    path = getattr(getattr(image, "source", None), "path", None)
+    return None if path is None else str(path)
+
+
 def base(workflow: str, workspace, image) -> dict:
     """The keys every entry has: workflow, bundle, window, rgb and tiling of the workspace."""
     from napari_sam3_onnx._napari.layers import contrast_window
@@ -52,33 +57,47 @@ def base(workflow: str, workspace, image) -> dict:
                        "layout": getattr(adapter, "layout", None),
                        "precision": getattr(adapter, "precision", None)},
             "window": _num(contrast_window(image)), "rgb": bool(image.rgb),
-            "tiling": None if tiling is None else asdict(tiling)}
+            "tiling": None if tiling is None else asdict(tiling),
+            "image": {"name": str(image.name), "path": _source(image),
+                      "shape": [int(s) for s in image.data.shape]}}
 
 
-def prompt_json(prompt: Prompt, mask: ObjectMask | None = None) -> dict:
-    """One object's prompt: clicks with polarity, box, whether logits were fed back."""
+def prompt_json(prompt: Prompt, mask: ObjectMask | None, chain: Sequence[int] | None,
+                fov: bool) -> dict:
+    """One object's prompt: clicks with polarity, box, the chain of runs, the field of view.
+
+    ``chain``: the click counts of the runs that led to this mask, each feeding its logits to
+    the next (SAM's refinement); None: unknown (one run with every click is assumed).
+    """
     box = None if prompt.box_rc is None else [float(v) for v in np.ravel(prompt.box_rc)]
-    region = None if mask is None else getattr(mask, "region", None)
+    region = None if mask is None or not fov else getattr(mask, "region", None)
+    n = len(np.ravel(prompt.labels))
     return {"points": np.asarray(prompt.points_rc, float).reshape(-1, 2).tolist(),
             "labels": [int(v) for v in np.ravel(prompt.labels)], "box": box,
+            "chain": [int(c) for c in chain] if chain else [n],
             "feedback": prompt.mask_logits is not None,
             "region": None if region is None else [int(v) for v in region]}
 
 
+def _objects(session, keys: Sequence[tuple], fov: bool) -> list[dict]:
+    chains = getattr(session, "chains", {})
+    return [prompt_json(*session._last[k], chains.get(k), fov) for k in keys]
+
+
 def click_entry(session, plane: Sequence[int], overwrite: bool) -> dict:
     """The Clicks commit of the previewed objects of ``session`` on ``plane``."""
-    found = [(p, m) for p, m in session._last.values() if m.present]
+    keys = [k for k, (_p, m) in session._last.items() if m.present]
     return {**base("clicks", session.workspace, session.layers.image),
             "plane": [int(i) for i in plane], "overwrite": bool(overwrite),
-            "objects": [prompt_json(p, m) for p, m in found]}
+            "objects": _objects(session, keys, bool(getattr(session.view, "fov", False)))}
 
 
 def refine_entry(session, plane: Sequence[int], label_id: int) -> dict:
     """The refinement of ``label_id`` on ``plane`` with the session's last prompt."""
-    last = session._last.get(session.key)
-    objects = [] if last is None else [prompt_json(*last)]
+    keys = [session.key] if session.key in session._last else []
     return {**base("refine", session.workspace, session.layers.image),
-            "plane": [int(i) for i in plane], "label_id": int(label_id), "objects": objects}
+            "plane": [int(i) for i in plane], "label_id": int(label_id),
+            "objects": _objects(session, keys, False)}  # refinement: the whole plane
 
 
 def text_entry(workspace, image, indices: Sequence[Sequence[int]], concepts: Sequence[str],
