@@ -29,7 +29,8 @@ def _click_and_commit(viewer, w, qtbot, mouse, z, truth, n):
     rr, cc = np.nonzero(truth[z] == n)
     viewer.layers.selection.active = w.session.layers.points
     w.session.layers.points.mode = "add"
-    pos = mouse.at(rr.mean(), cc.mean())
+    sr, sc = w.session.layers.image.scale[-2:]  # the sample has a pixel size: world units
+    pos = mouse.at(rr.mean() * sr, cc.mean() * sc)
     mouse.canvas.events.mouse_press(pos=pos, modifiers=(), button=1)
     mouse.canvas.events.mouse_release(pos=pos, modifiers=(), button=1)
     settle(qtbot, w.session, timeout=20000)
@@ -64,7 +65,7 @@ def test_dock_commits_saved_replay_to_the_same_labels(make_napari_viewer, qtbot,
     panel = w.panels["Text"]
     panel._layers_changed()
     panel.target.setCurrentIndex(panel.target.findText(target.name))
-    assert panel.target.currentData() is target
+    assert panel.target.currentText() == target.name
     panel.scope.set_mode("all")
     panel.concepts.setText("nucleus")
     panel.run()
