@@ -81,7 +81,8 @@ def prompt_json(prompt: Prompt, mask: ObjectMask | None, chain: Sequence[int] | 
 
 def _objects(session, keys: Sequence[tuple], fov: bool) -> list[dict]:
     chains = getattr(session, "chains", {})
-    return [prompt_json(*session._last[k], chains.get(k), fov) for k in keys]
+    return [prompt_json(session._last[k][0], session._last[k][1], chains.get(k), fov)
+            for k in keys]
 
 
 def click_entry(session, plane: Sequence[int], overwrite: bool) -> dict:

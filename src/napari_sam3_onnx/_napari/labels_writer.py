@@ -82,21 +82,21 @@ def write_pixels(layer: Labels, idx: tuple[np.ndarray, ...], values: np.ndarray 
     int
         Pixels changed (those already holding their value are left out of the history).
     """
-    values = np.broadcast_to(np.asarray(values, np.int64), idx[0].shape)
+    full = np.broadcast_to(np.asarray(values, np.int64), idx[0].shape)
     before = np.asarray(layer.data[idx])
-    changed = before != values
+    changed = before != full
     if not changed.any():
         return 0
     idx = tuple(a[changed] for a in idx)
-    before, values = before[changed], np.asarray(values)[changed]
+    before, new = before[changed], full[changed]
     if entry is not None:
         commit_log.prune(layer)  # before this write can take an undone commit's pixels
     with layer.block_history():
-        for value in np.unique(values):
-            sel = values == value
+        for value in np.unique(new):
+            sel = new == value
             layer.data_setitem(tuple(a[sel] for a in idx), int(value), refresh=False)
     if entry is not None:
-        commit_log.append(layer, entry, np.ravel_multi_index(idx, layer.data.shape), values,
+        commit_log.append(layer, entry, np.ravel_multi_index(idx, layer.data.shape), new,
                           before)
     layer.refresh()
     return int(changed.sum())

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..engine.cache import EmbeddingCache
 from ..engine.concepts.search import Exemplars
-from ..engine.encoding import SliceRef
+from ..engine.encoding import SliceEncoder, SliceRef
 from ..engine.interactive import ObjectMask, Prompt
 from ..engine.label_prompt import replace_label
 from ..engine.labels_merge import apply, new_objects
@@ -39,12 +39,19 @@ DOCK = "dock"
 REPLAYED = ("clicks", "refine", "text")
 
 
+def _encoder(ws: Workspace) -> SliceEncoder:
+    if ws.encoder is None:
+        raise InputError("the bundle gave no encoder")
+    return ws.encoder
+
+
 def _ref(data, entry: Mapping, plane: Sequence[int], region=None) -> SliceRef:
     window = entry.get("window")
     return SliceRef(data=data, index=tuple(int(i) for i in plane), rgb=bool(entry.get("rgb")),
                     window=None if window is None else (float(window[0]), float(window[1])),
                     source="replay", data_version=0,
-                    region=None if region is None else tuple(int(v) for v in region))
+                    region=None if region is None else (int(region[0]), int(region[1]),
+                                                        int(region[2]), int(region[3])))
 
 
 def _object_mask(ws: Workspace, data, entry: Mapping, obj: Mapping,
@@ -59,7 +66,7 @@ def _object_mask(ws: Workspace, data, entry: Mapping, obj: Mapping,
         prompt = Prompt(points[:n], labels[:n], box,
                         None if mask is None else mask.low_res_logits,
                         None if mask is None else mask.region)
-        mask = segment_object(ws.encoder, ref, prompt, ws.box_texts(), tiling)
+        mask = segment_object(_encoder(ws), ref, prompt, ws.box_texts(), tiling)
     assert mask is not None
     return mask
 
@@ -83,14 +90,14 @@ def _refine(ws: Workspace, data, labels: np.ndarray, entry: Mapping) -> None:
     if not entry["objects"]:
         raise InputError(f"the refinement on plane {list(plane)} records no prompt")
     obj = entry["objects"][0]
-    target = pick_label(ws.adapter, labels[plane], int(entry["label_id"]), plane)
+    target = pick_label(_encoder(ws).adapter, labels[plane], int(entry["label_id"]), plane)
     points = np.asarray(obj["points"], float).reshape(-1, 2)
     clicks = np.asarray(obj["labels"], np.int64)
     ref = _ref(data, entry, plane)
     previous: tuple[Prompt, ObjectMask] | None = None
     for n in obj.get("chain") or [len(clicks)]:
         prompt = refine_prompt(target, points[:n], clicks[:n], previous)
-        previous = (prompt, segment_object(ws.encoder, ref, prompt))
+        previous = (prompt, segment_object(_encoder(ws), ref, prompt))
     assert previous is not None
     labels[plane] = replace_label(labels[plane], target.label_id, previous[1].mask)
 
