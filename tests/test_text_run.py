@@ -215,6 +215,8 @@ def test_existing_layer_one_undo_step_and_user_pixels_kept(model):
     written = out.finish()
     assert [i.id for i in written] == [10, 11, 12]
     assert (mine.data[user == 4] == 4).all()
+    assert "other objects (id 4) on 1 slice(s) were kept" in summary(out, written, 3, ["bright"],
+                                                                      0.5)  # said, not silent
     top_left = mine.data[1][centre(TOP_LEFT)]
     assert next(i.area for i in written if i.id == top_left) == (mine.data[1] == top_left).sum()
     table = mine.features

@@ -61,6 +61,15 @@ class Written:
         """Pixels written with ``value`` on plane ``index`` (0: none)."""
         return self.counts.get(tuple(index), {}).get(int(value), 0)
 
+    def note(self) -> str:
+        """What other objects kept, for the user ("" when nothing was refused)."""
+        if not self.skipped:
+            return ""
+        ids = sorted(set().union(*self.skipped.values()))
+        shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
+        return (f" Pixels of other objects (id {shown}) on {len(self.skipped)} slice(s) were "
+                "kept as they were; the new objects were written around them.")
+
 
 def write_pixels(layer: Labels, idx: tuple[np.ndarray, ...], values: np.ndarray | int,
                  entry: Mapping | None = None) -> int:

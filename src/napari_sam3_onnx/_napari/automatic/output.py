@@ -50,6 +50,7 @@ class AutoOutput:
         self.preview = viewer.add_labels(np.zeros(plane_shape(image), np.int32), name=PREVIEW,
                                          opacity=0.6, **transform_kwargs(image))
         self.preview.features = feature_rows([], image)
+        self.kept = ""  # what other objects kept at the commit (the writer's note)
 
     @property
     def alive(self) -> bool:
@@ -107,6 +108,7 @@ class AutoOutput:
         shift = int(np.max(data)) if data.size else 0
         done = write_planes(target, [(index, np.where(r.labels > 0, r.labels + shift, 0), None)
                                      for index, r in self.planes], entry=entry)
+        self.kept = done.note()
         written = [AutoInstance(i.id + shift, i.score, i.stability, done.count(index, i.id + shift),
                                 i.index, i.box_rc)
                    for index, r in self.planes for i in r.instances

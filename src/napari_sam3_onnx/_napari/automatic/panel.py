@@ -310,7 +310,7 @@ class AutoPanel(QWidget):
                                         settings))
         self.output = None
         self._say(f"{n} object(s) written to '{layer.name}'. One undo (Ctrl+Z on that layer) "
-                  "removes them.")
+                  f"removes them.{out.kept}")
         self.refresh()
 
     def discard(self) -> None:

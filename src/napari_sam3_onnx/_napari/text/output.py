@@ -74,6 +74,7 @@ class TextOutput:
         self.instances: list[Instance] = []
         self._unlisted: list[Instance] = []  # written, not yet in the features table
         self.planes = 0
+        self.kept = ""  # what other objects kept (the writer's note)
         if target is None and reuse is not None and reuse in viewer.layers \
                 and tuple(reuse.data.shape) == plane_shape(image):
             target = reuse  # the previous run's layer: this run's result replaces it
@@ -136,6 +137,7 @@ class TextOutput:
         shift = max(0, top + 1 - self.first_id)
         done = write_planes(layer, [(index, np.where(r.labels > 0, r.labels + shift, 0), None)
                                     for index, r in self.pending], entry=entry)
+        self.kept = done.note()
         written = [Instance(inst.id + shift, inst.concept, inst.score,
                             done.count(index, inst.id + shift), inst.index, inst.box_rc)
                    for index, r in self.pending for inst in r.instances
@@ -176,4 +178,4 @@ def summary(out: TextOutput, written: Sequence[Instance], total: int,
     found = len({tuple(inst.index) for inst in written})  # slices with an instance
     searched = "" if found == out.planes else f" ({out.planes} searched)"
     return (f"{head}{len(written)} instance(s) of {what} on {found} slice(s){searched} in "
-            f"'{out.layer.name}'.{undo}")
+            f"'{out.layer.name}'.{undo}{out.kept}")
