@@ -190,10 +190,9 @@ def test_new_layer_gets_planes_and_a_features_row_per_instance(model):
     written = out.finish()
     table = out.layer.features
     assert table["index"].tolist() == [i.id for i in written] == [1, 2, 3]
-    assert table["slice"].tolist() == ["z=0", "z=1", "z=1"]
+    assert table["index_0"].tolist() == [0, 1, 1]
     for row in table.itertuples():
-        z = int(row.slice[2:])
-        assert (out.layer.data[z] == row.index).sum() == row.area
+        assert (out.layer.data[row.index_0] == row.index).sum() == row.area_px
     # the instances lie on 2 of the 3 slices searched
     assert "3 instance(s) of bright on 2 slice(s) (3 searched)" in summary(
         out, written, 3, ["bright"], 0.5)
@@ -216,6 +215,8 @@ def test_existing_layer_one_undo_step_and_user_pixels_kept(model):
     written = out.finish()
     assert [i.id for i in written] == [10, 11, 12]
     assert (mine.data[user == 4] == 4).all()
+    assert "other objects (id 4) on 1 slice(s) were kept" in summary(out, written, 3, ["bright"],
+                                                                      0.5)  # said, not silent
     top_left = mine.data[1][centre(TOP_LEFT)]
     assert next(i.area for i in written if i.id == top_left) == (mine.data[1] == top_left).sum()
     table = mine.features

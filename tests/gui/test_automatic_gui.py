@@ -44,7 +44,8 @@ def test_preview_commit_undo_and_evaluate(make_napari_viewer, steep, qtbot):
     np.testing.assert_allclose(preview.scale, (2.0, 1.0, 0.5))
     assert len(np.unique(preview.data)) == 3  # two 3-D objects, linked through z
     table = preview.features
-    assert set(table.columns) >= {"index", "score", "stability", "area"} and len(table) == 6
+    assert set(table.columns) >= {"index", "label", "score", "stability", "area_px"}
+    assert len(table) == 6
     assert panel.commit_button.isEnabled()
     # the user's layer already holds an object: the commit goes around it, above its ids
     user = viewer.add_labels(np.zeros(data.shape, np.int32), name="mine")

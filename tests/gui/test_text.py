@@ -71,8 +71,8 @@ def check_table(layer):
     ids = sorted(int(i) for i in np.unique(layer.data) if i)
     assert sorted(table["index"].tolist()) == ids
     for row in table.itertuples():
-        z = int(row.slice.split("=")[1])
-        assert int((layer.data[z] == row.index).sum()) == row.area
+        z = int(row.index_0)
+        assert int((layer.data[z] == row.index).sum()) == row.area_px
         assert not (layer.data[np.arange(len(layer.data)) != z] == row.index).any()
 
 
@@ -93,7 +93,7 @@ def test_bright_finds_the_planted_instances_on_their_slices(make_text, qtbot, la
     assert not data[2].any() and not any(data[z][centre(MID)] for z in range(3))
     table = out.features.set_index("index")
     assert list(table["concept"]) == ["bright"] * 3
-    assert list(table["slice"]) == ["z=0", "z=1", "z=1"]
+    assert list(table["index_0"]) == [0, 1, 1]
     assert table.loc[2, "score"] >= table.loc[3, "score"] > 0.5  # ids follow the score
     check_table(out)
     assert "3 instance(s) of bright on 2 slice(s) (3 searched)" in panel.messages[-1]
@@ -140,7 +140,7 @@ def test_language_encoder_runs_once_for_a_ten_slice_run(make_text, qtbot):
     assert out.features["index"].tolist() == list(range(1, 11))
     again = run(qtbot, panel, "bright", "range", lo=2, hi=5)  # cached planes, cached phrase
     assert len(calls) == 1 and w.session.encoder.encoder_calls == 10
-    assert sorted(again.features["slice"]) == ["z=2", "z=3", "z=4", "z=5"]
+    assert sorted(again.features["index_0"]) == [2, 3, 4, 5]
 
 
 def test_cancel_mid_stack_keeps_the_finished_slices(make_text, qtbot):
@@ -228,7 +228,7 @@ def test_run_into_an_existing_layer_is_one_undo_step(make_text, qtbot):
                                                data[1][centre(TOP_LEFT)]} == {9, 10}
     rows = mine.features
     assert rows["index"].tolist() == [8, 9, 10]
-    assert int(rows.set_index("index").loc[data[1][centre(TOP_LEFT)], "area"]) == int(
+    assert int(rows.set_index("index").loc[data[1][centre(TOP_LEFT)], "area_px"]) == int(
         (data[1] == data[1][centre(TOP_LEFT)]).sum())
     mine.undo()
     np.testing.assert_array_equal(mine.data, before)
@@ -244,7 +244,8 @@ def test_four_d_runs_along_the_chosen_axis(make_text, qtbot):
     out = run(qtbot, panel, "bright", "all")
     assert not out.data[0].any()
     assert out.data[1, 0][centre(TOP_LEFT)] == 0 and out.data[1, 2][centre(TOP_LEFT)] > 0
-    assert set(out.features["slice"]) == {"t=1, z=1", "t=1, z=2"}
+    table = out.features
+    assert set(zip(table["index_0"], table["index_1"], strict=True)) == {(1, 1), (1, 2)}
 
 
 def test_bundles_without_text_explain_and_text_only_bundles_load(make_text, qtbot, hf_bundle,

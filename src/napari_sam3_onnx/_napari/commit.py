@@ -1,29 +1,25 @@
 """Writing masks into Labels layers: the scratch preview and the user's undoable target.
 
-Commits go through ``Labels.data_setitem`` inside ``Labels.block_history()``: napari records
-every changed pixel's previous value, so one ``layer.undo()`` (Ctrl+Z on the layer) removes the
-whole commit, however many objects it held.
+Commits go through the one undoable writer (:mod:`~napari_sam3_onnx._napari.labels_writer`),
+so one ``layer.undo()`` (Ctrl+Z on the layer) removes the whole commit, however many objects it
+held, and the commit's prompts are logged with the layer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from napari.layers import Labels
 
+from napari_sam3_onnx._napari.commit_entries import click_entry as _click_entry
+from napari_sam3_onnx._napari.labels_writer import write_planes
+from napari_sam3_onnx.engine.labels_merge import new_objects
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 
 class CommitError(Sam3OnnxError):
     """Nothing could be written (no preview, wrong target shape, everything already labelled)."""
-
-
-def plane_indices(index: tuple[int, ...], mask: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Fancy indices into an n-D array for the ``True`` pixels of a plane's mask."""
-    rows, cols = np.nonzero(mask)
-    lead = tuple(np.full(rows.shape, i, dtype=np.intp) for i in index)
-    return (*lead, rows, cols)
 
 
 def show_preview(
@@ -67,11 +63,17 @@ def undo_last(target: Labels | None, viewer, redo: bool = False) -> tuple[str, b
     return f"{'Redid' if redo else 'Undid'} the last change in '{target.name}'.", False
 
 
+def click_entry(session) -> dict:
+    """The commit-log entry of a Clicks commit of ``session``'s preview (its plane, prompts)."""
+    return _click_entry(session, session._shown, session.overwrite)
+
+
 def commit_masks(
     target: Labels,
     index: tuple[int, ...],
     masks: Sequence[np.ndarray],
     overwrite: bool = False,
+    entry: Mapping | None = None,
 ) -> list[int]:
     """Write each mask as a new object (ids ``max + 1, max + 2, ...``) as one undoable step.
 
@@ -85,6 +87,9 @@ def commit_masks(
         ``(rows, cols)`` bool masks, in object order; earlier objects win where they overlap.
     overwrite : bool
         Replace other objects' pixels. Off: only background (0) pixels are written.
+    entry : mapping, optional
+        The commit-log entry (:mod:`~napari_sam3_onnx._napari.commit_log`); ``"ids"`` is set
+        to the ids written.
 
     Returns
     -------
@@ -104,23 +109,13 @@ def commit_masks(
         )
     if not masks:
         raise CommitError("There is no object to commit: click or draw a box first.")
-    current = np.asarray(data[tuple(index)])
-    taken = np.zeros(current.shape, bool)
     next_id = int(np.max(data)) + 1 if data.size else 1
-    ids: list[int] = []
-    with target.block_history():
-        for mask in masks:
-            writable = mask & ~taken if overwrite else mask & ~taken & (current == 0)
-            if not writable.any():
-                continue
-            target.data_setitem(plane_indices(index, writable), next_id, refresh=False)
-            taken |= writable
-            ids.append(next_id)
-            next_id += 1
+    values, ids = new_objects(np.asarray(data[tuple(index)]), masks, next_id, overwrite)
     if not ids:
         raise CommitError(
             "Nothing was written: the object lies entirely on pixels of other objects. "
             "Tick 'Overwrite other objects' to replace them."
         )
-    target.refresh()
+    logged = None if entry is None else {**entry, "ids": ids}
+    write_planes(target, [(tuple(index), values, values > 0)], overwrite=True, entry=logged)
     return ids

@@ -5,6 +5,10 @@ units, its colours the ``image-label`` colours. A name ending in ``.ome.zarr`` i
 of its own; an existing OME-Zarr *image* chosen as the target gets the labels in its
 ``labels/<layer name>`` group, next to its arrays, which are never written. An existing labels
 image is replaced only after the user confirms; any other existing folder or file is refused.
+
+The prompts of the layer's committed objects (its commit log) are recorded in the labels
+group's attributes (:mod:`~napari_sam3_onnx._napari.labels_record`), so ``napari-sam3-onnx
+replay`` can run them again.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 from napari.layers import Labels
 from qtpy.QtWidgets import QFileDialog, QMessageBox, QPushButton, QWidget
 
+from napari_sam3_onnx._napari.labels_record import layer_record
 from napari_sam3_onnx._napari.ome_zarr_reader import prefer_for
 from napari_sam3_onnx.api.ngff import (
     NGFF_SUFFIX,
@@ -26,6 +31,7 @@ from napari_sam3_onnx.api.ngff import (
     is_ngff_labels,
     write_ngff_labels,
 )
+from napari_sam3_onnx.api.provenance import ATTR
 
 BUTTON_TEXT = "Save labels as OME-Zarr..."
 
@@ -66,9 +72,11 @@ def save_labels(layer: Labels, path: Path) -> Path:
     """
     data = layer.data[0] if layer.multiscale else layer.data
     shape = tuple(int(s) for s in data.shape)
+    record = layer_record(layer)
     return write_ngff_labels(path, shape, _planes(data, shape), scale=tuple(layer.scale),
                              translation=tuple(layer.translate), units=_units(layer),
-                             axes=_axes(layer), colours=_colour(layer))
+                             axes=_axes(layer), colours=_colour(layer),
+                             attributes=None if record is None else {ATTR: record.to_dict()})
 
 
 def target_for(path: Path, layer_name: str) -> Path:

@@ -23,33 +23,28 @@ from ..engine.store.embedding_store import EmbeddingStore
 from ..engine.tiling.tiled import input_side
 from ..engine.tiling.tiles import TileSettings, as_tiling
 from ..models.base import Capability, Embedding, SamAdapter
+from . import instance_table
 from .bundles import Bundle
 from .jobs import StackJob
 
 #: Table columns before the ``index_<k>`` columns.
-AUTO_COLUMNS = ("label", "score", "stability", "area_px")
-BOX_COLUMNS = ("bbox_row0", "bbox_col0", "bbox_row1", "bbox_col1")
+AUTO_COLUMNS = instance_table.HEAD["automatic"]
+BOX_COLUMNS = instance_table.BOX_COLUMNS
 
 
 def auto_table_columns(n_lead: int) -> list[str]:
     """Columns of :func:`auto_table_rows` for an image with ``n_lead`` leading axes.
 
-    ``score`` is the decoder's predicted IoU, ``stability`` SAM's stability score, ``area_px``
-    the object's pixels on that plane; a 3-D object has one row per plane it covers.
+    The instance table's schema (:mod:`~napari_sam3_onnx.api.instance_table`, kind
+    ``"automatic"``): ``score`` is the decoder's predicted IoU, ``stability`` SAM's stability
+    score, ``area_px`` the object's pixels on that plane; a 3-D object has one row per plane.
     """
-    return [*AUTO_COLUMNS, *(f"index_{k}" for k in range(n_lead)), *BOX_COLUMNS]
+    return instance_table.columns("automatic", n_lead)
 
 
 def auto_table_rows(result: AutoResult) -> list[dict]:
     """One row per object of a plane."""
-    rows = []
-    for inst in result.instances:
-        row = {"label": inst.id, "score": round(inst.score, 6),
-               "stability": round(inst.stability, 6), "area_px": inst.area}
-        row.update({f"index_{k}": int(i) for k, i in enumerate(inst.index)})
-        row.update({c: int(v) for c, v in zip(BOX_COLUMNS, inst.box_rc, strict=True)})
-        rows.append(row)
-    return rows
+    return instance_table.rows(result.instances, "automatic")
 
 
 def link_result(linker: PlaneLinker, labels: np.ndarray, instances, index) -> np.ndarray:

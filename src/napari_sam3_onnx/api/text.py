@@ -13,35 +13,28 @@ from ..engine.concepts.search import DEFAULT_FLOOR, SliceResult, parse_concepts
 from ..engine.store.embedding_store import EmbeddingStore
 from ..engine.tiling.tiles import TileSettings, as_tiling
 from ..models.base import Capability
+from . import instance_table
 from .bundles import Bundle
 from .jobs import StackJob
 from .search import check_search, iter_search
 
 #: Table columns before the ``index_<k>`` columns (one per leading axis of the image).
-INSTANCE_COLUMNS = ("label", "concept", "score", "area_px")
-BOX_COLUMNS = ("bbox_row0", "bbox_col0", "bbox_row1", "bbox_col1")
+INSTANCE_COLUMNS = instance_table.HEAD["text"]
+BOX_COLUMNS = instance_table.BOX_COLUMNS
 
 
 def table_columns(n_lead: int) -> list[str]:
     """Table columns for an image with ``n_lead`` leading axes (0 for a 2-D image).
 
-    ``label`` is the instance's value in the labels array, ``score`` SAM 3's detection score in
-    [0, 1], ``area_px`` its pixel count, ``index_0`` its position along the slice axis (then the
-    other leading axes), and the bounding box holds the first and last row and column it covers.
+    The instance table's schema (:mod:`~napari_sam3_onnx.api.instance_table`, kind ``"text"``):
+    ``label``, ``concept``, ``score``, ``area_px``, ``index_<k>``, the bounding box.
     """
-    return [*INSTANCE_COLUMNS, *(f"index_{k}" for k in range(n_lead)), *BOX_COLUMNS]
+    return instance_table.columns("text", n_lead)
 
 
 def table_rows(result: SliceResult) -> list[dict]:
     """One row per instance of a slice result, keyed by :func:`table_columns`."""
-    rows = []
-    for inst in result.instances:
-        row = {"label": inst.id, "concept": inst.concept, "score": round(inst.score, 6),
-               "area_px": inst.area}
-        row.update({f"index_{k}": int(i) for k, i in enumerate(inst.index)})
-        row.update({c: int(v) for c, v in zip(BOX_COLUMNS, inst.box_rc, strict=True)})
-        rows.append(row)
-    return rows
+    return instance_table.rows(result.instances, "text")
 
 
 @dataclass

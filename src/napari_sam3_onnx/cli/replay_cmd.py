@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import api
 from ..api.bundles import resolve_bundle
+from ..api.dock_replay import DOCK, replay_commits
 from ..api.io import InputError, read_image
 from ..api.provenance import (
     Provenance,
@@ -34,6 +35,7 @@ from ..engine.evaluation import overlap_iou
 from ..models.registry import get_bundle
 from .args import FMT, _wrap, whole
 from .guard import check_outputs
+from .result_files import write_labels
 
 #: Options recorded per workflow (argparse ``dest`` names); replay sets them back.
 SETTINGS = {
@@ -126,6 +128,22 @@ def replay_namespace(record: Provenance, args: argparse.Namespace,
     return ns
 
 
+def replay_dock(record: Provenance, args: argparse.Namespace, image: Path) -> int:
+    """Replay a labels layer saved from the dock: its commits in order (``api/dock_replay.py``)."""
+    commits = list(record.prompts.get("commits") or [])
+    bundle = api.open_bundle(args.bundle, args.providers, args.threads or 0)
+    data = read_image(image)
+    rgb = any(bool(c.get("rgb")) for c in commits)
+    shape = tuple(int(s) for s in (data.shape[:-1] if rgb else data.shape))
+    labels = replay_commits(bundle, data, commits, shape)
+    precision = bundle.adapter.precision or _declared_precision(str(args.bundle))
+    info = bundle_info(bundle.folder, bundle.layout, precision)
+    new = make_record(DOCK, info, image, data.shape, record.prompts, record.settings)
+    write_labels(args.out, shape, (labels[i] for i in np.ndindex(*shape[:-2])),
+                 replace=args.overwrite, provenance=new)
+    return 0
+
+
 def compare(old: np.ndarray, new: np.ndarray) -> tuple[bool, dict[int, float]]:
     """Whether two label arrays are identical, and each old object's best IoU with a new one.
 
@@ -147,6 +165,9 @@ def _labels(path: Path) -> np.ndarray:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Run a recorded output's prompts again into --out; compare the result with the record."""
     record = read_provenance(args.output)
+    if args.image is None and not record.image.get("path"):
+        raise InputError(f"{args.output} records no image file (the dock's image was not read "
+                         "from one); give the image with --image.")
     image = args.image or Path(record.image["path"])
     if args.image is None and not image.exists():
         raise InputError(f"{args.output} was made from {image}, which does not exist any "
@@ -161,8 +182,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if shape != list(record.image.get("shape", shape)):
         raise InputError(f"--image {image} has shape {tuple(shape)}; {args.output} was made "
                          f"from an image of shape {tuple(record.image['shape'])}.")
-    ns = replay_namespace(record, args, image)
-    code = int(ns.func(ns))
+    if record.workflow == DOCK:
+        code = replay_dock(record, args, image)
+    else:
+        ns = replay_namespace(record, args, image)
+        code = int(ns.func(ns))
     if code != 0:
         return code
     same, ious = compare(_labels(args.output), _labels(args.out))
@@ -193,7 +217,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "replay", help="run a labels output's recorded prompts again and compare",
         formatter_class=FMT,
         description=_wrap("Read the provenance a labels output records (text, propagate or "
-        "segment-all: bundle digests, prompts, settings), run the same workflow with it on the "
+        "segment-all, or a layer saved from the dock: bundle digests, prompts, settings), run "
+        "the same workflow with it on the "
         "recorded image (or --image) with --bundle, write --out, and compare: with the same "
         "bundle and data the labels must be identical (exit code 1 otherwise); with another "
         "bundle it prints each recorded object's best IoU with the new labels."),

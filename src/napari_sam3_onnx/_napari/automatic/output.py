@@ -1,37 +1,35 @@
 """Where an automatic run goes: a preview layer while it runs, then one undoable commit.
 
 Finished planes are shown in a scratch Labels layer ("SAM automatic (preview)") as they arrive,
-with a features table (id, score = predicted IoU, stability, area, slice), so hovering an object
-shows its numbers. Commit writes every previewed plane into the target (a new "SAM automatic"
-layer or the user's Labels layer) inside one ``block_history`` step, only onto background
-pixels and with ids above the layer's largest: one undo removes the whole run and nothing of
-the user's is overwritten. Discard removes the preview.
+with a features table (the instance table's columns: label, score = predicted IoU, stability,
+area_px, plane index, box), so hovering an object shows its numbers. Commit writes every
+previewed plane into the target (a new "SAM automatic" layer or the user's Labels layer) as one
+undo step through the one labels writer, only onto background pixels and with ids above the
+layer's largest: one undo removes the whole run and nothing of the user's is overwritten.
+Discard removes the preview.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from napari.layers import Image, Labels
 
-from napari_sam3_onnx._napari.commit import plane_indices
-from napari_sam3_onnx._napari.layers import index_label, plane_shape, transform_kwargs
-from napari_sam3_onnx._napari.text.output import append_features
+from napari_sam3_onnx._napari import features
+from napari_sam3_onnx._napari.features import append_features
+from napari_sam3_onnx._napari.labels_writer import write_planes
+from napari_sam3_onnx._napari.layers import plane_shape, transform_kwargs
 from napari_sam3_onnx.engine.automatic import AutoInstance, AutoMaskSettings, AutoResult
 
 PREVIEW = "SAM automatic (preview)"
 RESULT = "SAM automatic"
-COLUMNS = ("index", "score", "stability", "area", "slice")
 
 
 def feature_rows(instances: Sequence[AutoInstance], image: Image) -> pd.DataFrame:
-    """One row per object and plane: id (``index``), score, stability, area (px), slice."""
-    rows = [{"index": int(i.id), "score": round(float(i.score), 3),
-             "stability": round(float(i.stability), 3), "area": int(i.area),
-             "slice": index_label(image, i.index) if i.index else ""} for i in instances]
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    """The instance table's rows (kind ``"automatic"``) for objects found in ``image``."""
+    return features.feature_rows(instances, "automatic", len(plane_shape(image)) - 2)
 
 
 class AutoOutput:
@@ -52,6 +50,7 @@ class AutoOutput:
         self.preview = viewer.add_labels(np.zeros(plane_shape(image), np.int32), name=PREVIEW,
                                          opacity=0.6, **transform_kwargs(image))
         self.preview.features = feature_rows([], image)
+        self.kept = ""  # what other objects kept at the commit (the writer's note)
 
     @property
     def alive(self) -> bool:
@@ -92,7 +91,8 @@ class AutoOutput:
             self.viewer.layers.remove(self.preview)
         self.planes = []
 
-    def commit(self, target: Labels | None) -> tuple[Labels, int]:
+    def commit(self, target: Labels | None,
+               entry: Mapping | None = None) -> tuple[Labels, int]:
         """Write the previewed planes into ``target`` (None: a new layer) as one undo step.
 
         Returns
@@ -106,19 +106,13 @@ class AutoOutput:
             target.features = feature_rows([], self.image)
         data = target.data
         shift = int(np.max(data)) if data.size else 0
-        written: list[AutoInstance] = []
-        with target.block_history():
-            for index, result in self.planes:
-                labels = result.labels
-                free = (labels > 0) & (np.asarray(data[index]) == 0)
-                if not free.any():
-                    continue
-                target.data_setitem(plane_indices(index, free),
-                                    labels[free].astype(np.int64) + shift, refresh=False)
-                counts = np.bincount(labels[free], minlength=int(labels.max()) + 1)
-                written += [AutoInstance(i.id + shift, i.score, i.stability, int(counts[i.id]),
-                                         i.index, i.box_rc)
-                            for i in result.instances if counts[i.id] > 0]
+        done = write_planes(target, [(index, np.where(r.labels > 0, r.labels + shift, 0), None)
+                                     for index, r in self.planes], entry=entry)
+        self.kept = done.note()
+        written = [AutoInstance(i.id + shift, i.score, i.stability, done.count(index, i.id + shift),
+                                i.index, i.box_rc)
+                   for index, r in self.planes for i in r.instances
+                   if done.count(index, i.id + shift) > 0]
         if written:
             append_features(target, feature_rows(written, self.image))
         target.refresh()

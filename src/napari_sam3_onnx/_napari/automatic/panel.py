@@ -15,6 +15,7 @@ prints the table ``napari-sam3-onnx evaluate`` prints.
 from __future__ import annotations
 
 import threading
+from dataclasses import asdict
 
 import numpy as np
 from napari.layers import Labels
@@ -42,6 +43,7 @@ from napari_sam3_onnx._napari.automatic.mode import (
 from napari_sam3_onnx._napari.automatic.output import PREVIEW, AutoOutput, nothing_found
 from napari_sam3_onnx._napari.automatic.settings_box import SettingsBox
 from napari_sam3_onnx._napari.automatic.tiling_note import bracketed, tiling_note
+from napari_sam3_onnx._napari.commit_entries import run_entry
 from napari_sam3_onnx._napari.hints import contrast_hint
 from napari_sam3_onnx._napari.host import DockHost, follow_dock
 from napari_sam3_onnx._napari.pacing import Activity, Pacer
@@ -302,10 +304,13 @@ class AutoPanel(QWidget):
         if not out.objects:  # never an empty layer
             self._say("The preview holds no object: nothing to commit.", warn=True)
             return
-        layer, n = out.commit(self.target.currentData())
+        settings = asdict(self._run_info[0]) if self._run_info else {}
+        layer, n = out.commit(self.target.currentData(),
+                              run_entry("automatic", self.host.model.workspace, out.image,
+                                        settings))
         self.output = None
         self._say(f"{n} object(s) written to '{layer.name}'. One undo (Ctrl+Z on that layer) "
-                  "removes them.")
+                  f"removes them.{out.kept}")
         self.refresh()
 
     def discard(self) -> None:

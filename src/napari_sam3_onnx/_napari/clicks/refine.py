@@ -16,7 +16,7 @@ A label is picked with Alt+click on it while its Labels layer is the active laye
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from napari.layers import Labels
@@ -25,7 +25,8 @@ from qtpy.QtWidgets import QGroupBox, QHBoxLayout, QPushButton, QSpinBox, QVBoxL
 from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.clicks import prompts
 from napari_sam3_onnx._napari.clicks.session import ClickSession
-from napari_sam3_onnx._napari.commit import plane_indices
+from napari_sam3_onnx._napari.commit_entries import refine_entry
+from napari_sam3_onnx._napari.labels_writer import write_planes
 from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx.api import clicks as click_flow
 from napari_sam3_onnx.api.refine import LabelTarget, mask_note, pick_label, refine_prompt
@@ -33,22 +34,18 @@ from napari_sam3_onnx.engine.label_prompt import replace_label
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 
-def write_label(layer: Labels, index: tuple[int, ...], label_id: int, mask: np.ndarray) -> int:
+def write_label(layer: Labels, index: tuple[int, ...], label_id: int, mask: np.ndarray,
+                entry: Mapping | None = None) -> int:
     """Replace label ``label_id`` on plane ``index`` of ``layer`` by ``mask``; one undo step.
 
-    Only that id's pixels change (:func:`replace_label`), written through
-    ``Labels.data_setitem`` inside ``block_history`` (one ``layer.undo()`` removes it all).
-    Returns the number of pixels changed.
+    Only that id's pixels change (:func:`replace_label`), written by the one undoable writer
+    (:func:`~napari_sam3_onnx._napari.labels_writer.write_planes`; one ``layer.undo()``
+    removes it all). Returns the number of pixels changed.
     """
     plane = np.asarray(layer.data[tuple(index)])
     new = replace_label(plane, label_id, mask)
-    changed = new != plane
-    with layer.block_history():
-        for value in np.unique(new[changed]):
-            sel = changed & (new == value)
-            layer.data_setitem(plane_indices(tuple(index), sel), int(value), refresh=False)
-    layer.refresh()
-    return int(changed.sum())
+    return write_planes(layer, [(tuple(index), new, new != plane)], overwrite=True,
+                        entry=entry).pixels
 
 
 class RefiningSession(ClickSession):
@@ -69,6 +66,7 @@ class RefiningSession(ClickSession):
         self.refining: LabelTarget | None = None
         self.source: Labels | None = None
         self.changed: Callable[[], None] = lambda: None
+        self.chains: dict[tuple, list[int]] = {}  # per object: click counts of its runs
         viewer.mouse_drag_callbacks.append(self.on_mouse)
 
     @property
@@ -138,6 +136,22 @@ class RefiningSession(ClickSession):
             self.pick(layer, int(value))
 
     # ---- the run and the commit ------------------------------------------------------
+    def _apply(self, result: click_flow.JobResult) -> None:
+        """Show the result; note each object's chain of runs (for the commit log).
+
+        A run that fed the previous result's logits back extends that object's chain; any other
+        starts a new one. A replay runs the chain's prompts in turn, feeding back alike.
+        """
+        before = dict(self._last)
+        super()._apply(result)
+        for key, prompt, _mask in result.masks:
+            if self._last.get(key, (None,))[0] is not prompt:
+                continue  # stale: not shown
+            prev = before.get(key)
+            fed = prev is not None and prompt.mask_logits is not None and \
+                prompt.mask_logits is prev[1].low_res_logits
+            self.chains[key] = [*(self.chains.get(key, []) if fed else []), len(prompt.labels)]
+
     def run(self) -> None:
         """Refine the picked label with the plane's clicks (without one: the plain run)."""
         target, lay, encoder = self.refining, self.layers, self.encoder
@@ -176,7 +190,8 @@ class RefiningSession(ClickSession):
             self._say("SAM finds no object here; add a positive click on the object or Stop "
                       "refining.")
             return []
-        n = write_label(source, target.index, target.label_id, self._current[0].mask)
+        n = write_label(source, target.index, target.label_id, self._current[0].mask,
+                        refine_entry(self, target.index, target.label_id))
         self._committed_to = source
         self._say(f"Replaced label {target.label_id} in '{source.name}' ({n} pixels changed; "
                   "Ctrl+Z undoes it).", warn=False)

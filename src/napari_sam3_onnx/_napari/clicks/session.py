@@ -279,7 +279,7 @@ class ClickSession:
         layers.restore_labels(self.viewer, lay, "target")
         try:
             ids = commit.commit_masks(lay.target, self._shown, [m.mask for m in self._current],
-                                      self.overwrite)
+                                      self.overwrite, commit.click_entry(self))
         except Sam3OnnxError as exc:
             self._say(str(exc))
             return []

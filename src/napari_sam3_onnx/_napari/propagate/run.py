@@ -19,6 +19,7 @@ from napari.qt.threading import create_worker
 from qtpy.QtCore import QObject, Signal
 
 from napari_sam3_onnx._napari import layers
+from napari_sam3_onnx._napari.commit_entries import propagate_entry
 from napari_sam3_onnx._napari.pacing import Pacer
 from napari_sam3_onnx._napari.propagate.writer import RunWriter, lead_index
 from napari_sam3_onnx.api.propagate import PropagationStep, iter_propagate
@@ -157,6 +158,7 @@ class PropagationRunner(QObject):
         self.error: BaseException | None = None
         self.worker = None
         self._cancel = False
+        self._entry: dict | None = None  # the run's commit-log entry
         self._pacer = Pacer(self._apply_steps, parent=self)
 
     @property
@@ -178,6 +180,7 @@ class PropagationRunner(QObject):
             raise RuntimeError("a propagation is already running")
         self.spec, self.result, self.error, self._cancel = spec, None, None, False
         self.writer = RunWriter(spec.target, spec.axis, spec.fixed, spec.overwrite, spec.replace)
+        self._entry = propagate_entry(workspace, spec)
         refs = slice_refs(spec, workspace.versions.get(spec.image.unique_id))
         self.worker = create_worker(
             iter_propagate, workspace, refs, spec.seeds, direction=spec.direction,
@@ -228,6 +231,6 @@ class PropagationRunner(QObject):
             for oid in spec.replace:  # slices the earlier run reached and this one did not
                 for k in sorted(spec.previous.get(oid, set()) - writer.slices.get(oid, set())):
                     writer.clear(k, [oid])
-        writer.finish()
+        writer.finish(self._entry)
         self.spec, self.finished_spec, self.worker = None, spec, None
         self.done.emit(result, self.error)

@@ -1,12 +1,11 @@
 """Writing a propagation into the user's Labels layer: slice by slice, then one undo step.
 
 Each slice is written into ``target.data`` as soon as it arrives (so the user watches the
-objects appear) and every changed pixel is recorded. When the run ends (finished, cancelled or
-failed) :meth:`RunWriter.finish` turns the whole run into **one** undo step: it puts back the
-original values of the pixels that still hold what the run wrote and writes them again through
-``Labels.data_setitem`` inside ``Labels.block_history()`` - the layer's own undoable path, so
-one ``layer.undo()`` (Ctrl+Z) removes the run. Pixels the user painted over during the run keep
-the user's paint and are left out of the undo step.
+objects appear) through the one labels writer's
+:class:`~napari_sam3_onnx._napari.labels_writer.LiveWrite`. When the run ends (finished,
+cancelled or failed) :meth:`RunWriter.finish` turns the whole run into **one** undo step, so one
+``layer.undo()`` (Ctrl+Z) removes the run. Pixels the user painted over during the run keep the
+user's paint and are left out of the undo step.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from collections.abc import Collection, Mapping
 import numpy as np
 from napari.layers import Labels
 
+from napari_sam3_onnx._napari.labels_writer import LiveWrite, plane_indices
 from napari_sam3_onnx.engine.tracking.labels import LabelWriter
 from napari_sam3_onnx.engine.tracking.steps import SliceOutput
 
@@ -85,9 +85,7 @@ class RunWriter:
         self.slices: dict[int, set[int]] = {}
         self.written: set[int] = set()
         self.refused: dict[int, set[int]] = {}  # slice -> ids of the objects that kept pixels
-        self._flat: list[np.ndarray] = []
-        self._before: list[np.ndarray] = []
-        self._after: list[np.ndarray] = []
+        self._live = LiveWrite(target)
         self.closed = False
 
     def lead(self, k: int) -> tuple[int, ...]:
@@ -142,12 +140,8 @@ class RunWriter:
         changed = new != plane
         if not changed.any():
             return
-        rows, cols = np.nonzero(changed)
-        idx = (*(np.full(rows.shape, i, np.intp) for i in lead), rows, cols)
-        self.target.data[idx] = new[changed]
-        self._flat.append(np.ravel_multi_index(idx, self.target.data.shape))
-        self._before.append(plane[changed])
-        self._after.append(new[changed])
+        idx = plane_indices(lead, changed)
+        self._live.write(idx, plane[changed], new[changed])
         self.written.add(int(k))
         if refresh:
             self.target.refresh()
@@ -155,37 +149,15 @@ class RunWriter:
     @property
     def changed_pixels(self) -> int:
         """Pixels written so far (a pixel written twice counts twice)."""
-        return int(sum(len(f) for f in self._flat))
+        return self._live.pixels
 
-    def finish(self) -> int:
+    def finish(self, entry: Mapping | None = None) -> int:
         """Make everything written one undo step on the target; returns the pixels in it.
 
-        Safe to call more than once (later calls do nothing).
+        Safe to call more than once (later calls do nothing). ``entry``: the run's commit-log
+        entry (:mod:`~napari_sam3_onnx._napari.commit_log`).
         """
         if self.closed:
             return 0
         self.closed = True
-        if not self._flat:
-            return 0
-        flat = np.concatenate(self._flat)
-        before, after = np.concatenate(self._before), np.concatenate(self._after)
-        self._flat, self._before, self._after = [], [], []
-        # A pixel written twice: its value before the run is its first "before", its value
-        # now its last "after".
-        keys, first = np.unique(flat, return_index=True)
-        _, last_rev = np.unique(flat[::-1], return_index=True)
-        orig, final = before[first], after[len(flat) - 1 - last_rev]
-        data = self.target.data
-        idx = np.unravel_index(keys, data.shape)
-        ours = np.asarray(data[idx]) == final  # the user did not paint over it meanwhile
-        idx = tuple(a[ours] for a in idx)
-        orig, final = orig[ours], final[ours]
-        if not len(final):
-            return 0
-        data[idx] = orig
-        with self.target.block_history():
-            for value in np.unique(final):
-                sel = final == value
-                self.target.data_setitem(tuple(a[sel] for a in idx), int(value), refresh=False)
-        self.target.refresh()
-        return len(final)
+        return self._live.finish(entry)

@@ -5,22 +5,23 @@ it runs. A run into an existing layer is held until the run ends (or is cancelle
 written in one ``block_history`` step, only onto background pixels, with ids above the layer's
 largest, so one undo removes the whole run and nothing of the user's is overwritten.
 
-Either way the layer's ``features`` table gets one row per instance; its ``index`` column is the
-label value, which is how napari finds the row of the label under the cursor (napari's
-``Labels._make_label_index``), so hovering an instance shows its concept and score.
+Either way the layer's ``features`` table gets one row per instance, in the instance table's
+columns (:mod:`~napari_sam3_onnx._napari.features`: the CLI's CSV columns and napari's
+``index``), so hovering an instance shows its concept and score.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from napari.layers import Image, Labels
 
-from napari_sam3_onnx._napari.commit import plane_indices
+from napari_sam3_onnx._napari import commit_log, features
+from napari_sam3_onnx._napari.features import append_features
+from napari_sam3_onnx._napari.labels_writer import write_planes
 from napari_sam3_onnx._napari.layers import (
-    index_label,
     is_scratch,
     plane_shape,
     same,
@@ -29,7 +30,6 @@ from napari_sam3_onnx._napari.layers import (
 from napari_sam3_onnx.engine.concepts.search import Instance, SliceResult
 
 PREFIX = "SAM text: "
-COLUMNS = ("index", "concept", "score", "area", "slice", "box")
 
 
 def layer_name(concepts: Sequence[str]) -> str:
@@ -37,31 +37,15 @@ def layer_name(concepts: Sequence[str]) -> str:
     return PREFIX + (", ".join(concepts) if concepts else "exemplars")
 
 
-def _box_text(box_rc: Sequence[float]) -> str:
-    r0, c0, r1, c1 = (round(float(v)) for v in box_rc)
-    return f"rows {r0}-{r1}, cols {c0}-{c1}"
-
-
 def feature_rows(instances: Sequence[Instance], image: Image) -> pd.DataFrame:
-    """One row per instance: id (``index``), concept, score, area (px), slice, box."""
-    rows = [{
-        "index": int(inst.id),
-        "concept": inst.concept,
-        "score": round(float(inst.score), 3),
-        "area": int(inst.area),
-        "slice": index_label(image, inst.index) if inst.index else "",
-        "box": _box_text(inst.box_rc),
-    } for inst in instances]
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    """The instance table's rows (kind ``"text"``) for instances found in ``image``."""
+    return features.feature_rows(instances, "text", len(plane_shape(image)) - 2)
 
 
-def append_features(layer: Labels, rows: pd.DataFrame) -> None:
-    """Add ``rows`` to the layer's table (an existing table without ``index`` keeps its mapping)."""
-    old = pd.DataFrame(layer.features)
-    if len(old) and "index" not in old:
-        old.insert(0, "index", np.arange(len(old)))  # napari's implicit row k <-> label k
-    table = rows if not len(old) else pd.concat([old, rows], ignore_index=True)
-    layer.features = table.reset_index(drop=True)
+def _no_sample() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An empty pixel sample: the entry of a run's own layer is live while the layer is."""
+    empty = np.zeros(0, np.int64)
+    return empty, empty, empty
 
 
 class TextOutput:
@@ -90,10 +74,12 @@ class TextOutput:
         self.instances: list[Instance] = []
         self._unlisted: list[Instance] = []  # written, not yet in the features table
         self.planes = 0
+        self.kept = ""  # what other objects kept (the writer's note)
         if target is None and reuse is not None and reuse in viewer.layers \
                 and tuple(reuse.data.shape) == plane_shape(image):
             target = reuse  # the previous run's layer: this run's result replaces it
             target.data = np.zeros(plane_shape(image), np.int32)
+            commit_log.clear(target)
             target.name = layer_name(concepts)
             target.features = feature_rows([], image)
         elif target is None:
@@ -135,29 +121,27 @@ class TextOutput:
             self._unlisted = []
             self.layer.refresh()
 
-    def finish(self) -> list[Instance]:
-        """Write what is held (existing layer: one undo step); returns the instances written."""
+    def finish(self, entry: Mapping | None = None) -> list[Instance]:
+        """Write what is held (existing layer: one undo step); returns the instances written.
+
+        ``entry``: the run's commit-log entry (:mod:`~napari_sam3_onnx._napari.commit_log`).
+        """
         if self.new or not self.pending or not self.alive:
             self.refresh()
             self.pending = []
+            if self.new and self.instances and self.alive and entry is not None:
+                commit_log.append(self.layer, entry, *_no_sample())  # a layer of its own
             return self.instances
         layer, data = self.layer, self.layer.data
         top = int(np.max(data)) if data.size else 0  # the user may have painted meanwhile
         shift = max(0, top + 1 - self.first_id)
-        written: list[Instance] = []
-        with layer.block_history():
-            for index, result in self.pending:
-                labels = result.labels
-                free = (labels > 0) & (np.asarray(data[index]) == 0)
-                if not free.any():
-                    continue
-                values = labels[free].astype(np.int64) + shift
-                layer.data_setitem(plane_indices(index, free), values, refresh=False)
-                counts = np.bincount(labels[free], minlength=labels.max() + 1)
-                for inst in result.instances:
-                    if counts[inst.id] > 0:
-                        written.append(Instance(inst.id + shift, inst.concept, inst.score,
-                                                int(counts[inst.id]), inst.index, inst.box_rc))
+        done = write_planes(layer, [(index, np.where(r.labels > 0, r.labels + shift, 0), None)
+                                    for index, r in self.pending], entry=entry)
+        self.kept = done.note()
+        written = [Instance(inst.id + shift, inst.concept, inst.score,
+                            done.count(index, inst.id + shift), inst.index, inst.box_rc)
+                   for index, r in self.pending for inst in r.instances
+                   if done.count(index, inst.id + shift) > 0]
         self.pending = []
         self.instances = written
         if written:
@@ -194,4 +178,4 @@ def summary(out: TextOutput, written: Sequence[Instance], total: int,
     found = len({tuple(inst.index) for inst in written})  # slices with an instance
     searched = "" if found == out.planes else f" ({out.planes} searched)"
     return (f"{head}{len(written)} instance(s) of {what} on {found} slice(s){searched} in "
-            f"'{out.layer.name}'.{undo}")
+            f"'{out.layer.name}'.{undo}{out.kept}")

@@ -32,6 +32,7 @@ from qtpy.QtWidgets import (
 )
 
 from napari_sam3_onnx._napari import layers, workers
+from napari_sam3_onnx._napari.commit_entries import text_entry
 from napari_sam3_onnx._napari.compact import compact, compact_combo
 from napari_sam3_onnx._napari.hints import contrast_hint
 from napari_sam3_onnx._napari.host import DockHost, follow_dock
@@ -99,6 +100,7 @@ class TextPanel(QWidget):
         self.workspace: Workspace = host.model.workspace
         self.texts: TextCache | None = None
         self.output: TextOutput | None = None
+        self._entry: dict | None = None  # the run's commit-log entry
         self.messages: list[str] = []
         self._state = RunControl()
         self._pacer = Pacer(self._apply_slices, parent=self)
@@ -288,6 +290,7 @@ class TextPanel(QWidget):
         options = {"floor": run.floor, "exemplars": exemplars, "min_area": self.min_size.value(),
                    "fill_holes": self.fill_holes.isChecked(), "first_id": output.first_id,
                    "link_iou": LINK_IOU if self.link.isChecked() and len(indices) > 1 else None}
+        self._entry = text_entry(self.workspace, image, indices, concepts, options, output.new)
         self._start(run, output, options)
 
     def _start(self, run: _Run, output: TextOutput, options: dict) -> None:
@@ -345,7 +348,8 @@ class TextPanel(QWidget):
         out, run = self.output, self._run
         if out is None:
             return
-        written = out.finish()
+        entry = self._entry and {**self._entry, "planes": self._entry["planes"][:out.planes]}
+        written = out.finish(entry)
         self._run_layer = out.layer if out.new else self._run_layer
         hint = "" if written or not run.refs else contrast_hint(run.refs[0])
         self._say(summary(out, written, len(run.refs), run.concepts, run.floor) + hint)

@@ -1,0 +1,95 @@
+"""A labels layer made in the dock, saved, replays from its file to the same labels.
+
+Two objects are clicked (real mouse events) and committed, a third is committed and undone, a
+text run goes into the same layer; "Save labels" records the commits still in the layer, and
+``napari-sam3-onnx replay`` with the same bundle gives the saved labels exactly. The undone
+object is in neither.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tifffile
+
+pytest.importorskip("onnx")
+
+from napari_sam3_onnx._napari import commit_log
+from napari_sam3_onnx._napari.launch import PLUGIN, WIDGET
+from napari_sam3_onnx.api.bundles import resolve_bundle
+from napari_sam3_onnx.api.io import read_image
+from napari_sam3_onnx.api.provenance import read_provenance, sidecar
+from napari_sam3_onnx.cli import main
+from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
+
+from .gui_helpers import Mouse, settle
+
+
+def _click_and_commit(viewer, w, qtbot, mouse, z, truth, n):
+    rr, cc = np.nonzero(truth[z] == n)
+    viewer.layers.selection.active = w.session.layers.points
+    w.session.layers.points.mode = "add"
+    sr, sc = w.session.layers.image.scale[-2:]  # the sample has a pixel size: world units
+    pos = mouse.at(rr.mean() * sr, cc.mean() * sc)
+    mouse.canvas.events.mouse_press(pos=pos, modifiers=(), button=1)
+    mouse.canvas.events.mouse_release(pos=pos, modifiers=(), button=1)
+    settle(qtbot, w.session, timeout=20000)
+    ids = w.commit()
+    assert len(ids) == 1, w.session.messages
+    return ids[0]
+
+
+def test_dock_commits_saved_replay_to_the_same_labels(make_napari_viewer, qtbot, tmp_path,
+                                                      monkeypatch):
+    viewer = make_napari_viewer()
+    viewer.open_sample(PLUGIN, "synthetic_nuclei")
+    image = viewer.layers[0]
+    _dock, w = viewer.window.add_plugin_dock_widget(PLUGIN, WIDGET)
+    w.model.load_toy()
+    viewer.reset_view()
+    z = int(viewer.dims.current_step[0])
+    _, truth = synthetic_nuclei()
+    mouse = Mouse(viewer, qtbot)
+    first = _click_and_commit(viewer, w, qtbot, mouse, z, truth, 2)
+    second = _click_and_commit(viewer, w, qtbot, mouse, z, truth, 5)
+    target = w.session.layers.target
+    undone = _click_and_commit(viewer, w, qtbot, mouse, z, truth, 3)
+    assert [e["workflow"] for e in commit_log.live_entries(target)] == ["clicks"] * 3
+    target.undo()
+    assert not (target.data == undone).any()
+    assert [e["ids"] for e in commit_log.live_entries(target)] == [[first], [second]]
+    target.redo()  # a redone commit's entry comes back ...
+    assert [e["ids"] for e in commit_log.live_entries(target)] == [[first], [second], [undone]]
+    target.undo()  # ... and goes again
+
+    panel = w.panels["Text"]
+    panel._layers_changed()
+    panel.target.setCurrentIndex(panel.target.findText(target.name))
+    assert panel.target.currentText() == target.name
+    panel.scope.set_mode("all")
+    panel.concepts.setText("nucleus")
+    panel.run()
+    qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    assert len(set(np.unique(target.data)) - {0, first, second}) >= 6  # the run wrote there
+    assert [e["workflow"] for e in commit_log.live_entries(target)] == ["clicks", "clicks",
+                                                                        "text"]
+
+    saved = tmp_path / "dock.ome.zarr"
+    monkeypatch.setattr("napari_sam3_onnx._napari.save_labels.QFileDialog.getSaveFileName",
+                        lambda *a, **k: (str(saved), ""))
+    viewer.layers.selection.active = target
+    w.save_labels.click()
+    record = read_provenance(saved)
+    assert record.workflow == "dock" and len(record.prompts["commits"]) == 3
+    labels = np.asarray(read_image(saved))
+    np.testing.assert_array_equal(labels, np.asarray(target.data))
+
+    path = tmp_path / "nuclei.tif"
+    tifffile.imwrite(path, np.asarray(image.data))
+    toy = str(resolve_bundle("toy"))
+    for out in (tmp_path / "again.tif", tmp_path / "again.npy"):
+        assert main(["replay", str(saved), "--image", str(path), "--bundle", toy, "--out",
+                     str(out), "-q"]) == 0
+        np.testing.assert_array_equal(np.asarray(read_image(out)), labels)
+        assert read_provenance(out).workflow == "dock"
+    assert sidecar(tmp_path / "again.npy").is_file()

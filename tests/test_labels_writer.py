@@ -1,0 +1,96 @@
+"""The one undoable labels writer and the commit log, on napari Labels layers without a viewer.
+
+One write is one undo step; without overwrite, pixels of other objects are kept and reported;
+a live run becomes one undo step that leaves the user's later paint alone; the commit log drops
+an undone commit's entry, brings a redone one back and forgets it after a new commit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from napari.layers import Labels
+
+from napari_sam3_onnx._napari import commit_log
+from napari_sam3_onnx._napari.labels_writer import LiveWrite, plane_indices, write_planes
+from napari_sam3_onnx.engine.labels_merge import apply, new_objects
+
+SHAPE = (3, 20, 30)  # asymmetric planes
+
+
+def _layer():
+    data = np.zeros(SHAPE, np.int32)
+    data[1, 2:6, 3:9] = 7  # the user's object
+    return Labels(data)
+
+
+def test_write_planes_keeps_other_objects_says_so_and_undoes_in_one_step():
+    layer = _layer()
+    before = layer.data.copy()
+    values = np.zeros(SHAPE[1:], np.int64)
+    values[4:10, 5:20] = 8
+    done = write_planes(layer, [((1,), values, None), ((2,), values, None)])
+    assert done.skipped == {(1,): {7}} and "(id 7) on 1 slice(s)" in done.note()
+    assert (layer.data[1, 2:6, 3:9] == 7).all()  # kept
+    assert done.count((1,), 8) == int((values > 0).sum() - ((values > 0) & (before[1] == 7)).sum())
+    assert done.count((2,), 8) == int((values > 0).sum())
+    np.testing.assert_array_equal(layer.data[1], apply(before[1], values))  # the shared rule
+    layer.undo()
+    np.testing.assert_array_equal(layer.data, before)
+    layer.redo()
+    assert (layer.data[2] == np.where(values > 0, 8, 0)).all()
+
+
+def test_overwrite_replaces_and_nothing_is_skipped():
+    layer = _layer()
+    values = np.zeros(SHAPE[1:], np.int64)
+    values[2:4, 3:5] = 9
+    done = write_planes(layer, [((1,), values, None)], overwrite=True)
+    assert not done.skipped and not done.note() and (layer.data[1, 2:4, 3:5] == 9).all()
+
+
+def test_new_objects_earlier_masks_win_and_background_only():
+    current = np.zeros(SHAPE[1:], np.int32)
+    current[0:3, 0:3] = 5
+    a = np.zeros(SHAPE[1:], bool)
+    a[0:6, 0:6] = True
+    b = np.zeros(SHAPE[1:], bool)
+    b[4:8, 4:8] = True
+    values, ids = new_objects(current, [a, b], 6)
+    assert ids == [6, 7] and not values[0:3, 0:3].any() and values[5, 5] == 6
+    assert values[7, 7] == 7
+
+
+def test_live_write_is_one_undo_step_and_keeps_the_users_paint():
+    layer = _layer()
+    before = layer.data.copy()
+    live = LiveWrite(layer)
+    mask = np.zeros(SHAPE[1:], bool)
+    mask[10:14, 10:20] = True
+    idx = plane_indices((0,), mask)
+    live.write(idx, np.zeros(mask.sum(), np.int32), np.full(mask.sum(), 3, np.int32))
+    layer.data[0, 10, 10] = 5  # the user paints over one pixel during the run
+    assert live.finish() == mask.sum() - 1
+    layer.undo()
+    expected = before.copy()
+    expected[0, 10, 10] = 5
+    np.testing.assert_array_equal(layer.data, expected)
+
+
+def test_commit_log_follows_undo_and_redo_and_forgets_after_a_new_commit():
+    layer = _layer()
+    values = np.zeros(SHAPE[1:], np.int64)
+    values[10:15, 2:12] = 8
+    write_planes(layer, [((0,), values, None)], entry={"workflow": "clicks", "n": 1})
+    other = np.zeros(SHAPE[1:], np.int64)
+    other[12:18, 20:28] = 9
+    write_planes(layer, [((2,), other, None)], entry={"workflow": "clicks", "n": 2})
+    assert [e["n"] for e in commit_log.live_entries(layer)] == [1, 2]
+    layer.undo()
+    assert [e["n"] for e in commit_log.live_entries(layer)] == [1]
+    layer.redo()
+    assert [e["n"] for e in commit_log.live_entries(layer)] == [1, 2]
+    layer.undo()
+    again = np.zeros(SHAPE[1:], np.int64)
+    again[12:18, 20:28] = 9  # the same id on the same pixels as the undone commit
+    write_planes(layer, [((2,), again, None)], entry={"workflow": "text", "n": 3})
+    assert [e["n"] for e in commit_log.live_entries(layer)] == [1, 3]  # 2 is not resurrected
