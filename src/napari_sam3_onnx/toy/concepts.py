@@ -2,7 +2,7 @@
 
 Everything is computed on the detector's ``L x L`` mask grid (``L`` = the 4x feature level), from
 the brightness ``I`` in [0, 1] that the test encoders write into channel 0 of every feature map
-(:mod:`napari_sam3_onnx.testing.semantics`).
+(:mod:`napari_sam3_onnx.toy.semantics`).
 
 Text. A token id maps through :func:`level_table` to a brightness *level*: ``TOKEN_ANY`` (and any
 id not listed) -> ``0.25``, ``TOKEN_BRIGHT`` -> ``0.7``, ``TOKEN_NOTHING`` -> ``0.999``,
@@ -46,7 +46,7 @@ CONTEXT = 32
 SOT, EOT = 49406, 49407
 #: Token ids with a documented level; every other id behaves like ``TOKEN_ANY``.
 TOKEN_ANY, TOKEN_BRIGHT, TOKEN_NOTHING = 2000, 4000, 3000
-#: The shipped toy's words for blobs (:mod:`~napari_sam3_onnx.testing.toy_bundle`): level 0.2,
+#: The shipped toy's words for blobs (:mod:`~napari_sam3_onnx.toy.bundle`): level 0.2,
 #: so dim, out-of-focus blobs count too.
 TOKEN_FAINT = 5000
 LEVELS = {TOKEN_ANY: 0.25, TOKEN_BRIGHT: 0.7, TOKEN_NOTHING: 0.999, TOKEN_FAINT: 0.2}
@@ -153,7 +153,7 @@ def toy_detector(
     queries : tuple of str, optional
         ``member [Q, L*L]`` (0/1: the pixels each query may claim) and ``logits [Q]`` (the
         query logits before the exemplar cap) to use instead of the cell grid
-        (:mod:`~napari_sam3_onnx.testing.toy_bundle` finds one query per blob).
+        (:mod:`~napari_sam3_onnx.toy.bundle` finds one query per blob).
 
     Returns
     -------

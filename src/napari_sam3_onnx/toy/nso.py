@@ -1,13 +1,13 @@
 """Test graphs with this project's own ``nso-sam3`` layout (``napari_sam3_onnx.export``).
 
 Names, dtypes and ranks are those the exporter writes (docs/export.md), at test sizes. The
-semantics reuse the memory toys (:mod:`napari_sam3_onnx.testing.memory`) and the toy detector
-(:mod:`napari_sam3_onnx.testing.concepts`):
+semantics reuse the memory toys (:mod:`napari_sam3_onnx.toy.memory`) and the toy detector
+(:mod:`napari_sam3_onnx.toy.concepts`):
 
 * ``image_encoder``: brightness in channel 0 of every output (``det_fpn_0..2``,
   ``trk_feat_0..2``);
 * ``prompt_decoder``: the toy tracker head over tokens 0-3 (``masks [1,4,L,L]``,
-  ``iou_scores`` = :data:`~napari_sam3_onnx.testing.semantics.IOUS`); with ``has_mask_input``
+  ``iou_scores`` = :data:`~napari_sam3_onnx.toy.semantics.IOUS`); with ``has_mask_input``
   1 the mask prompt is used, else not. ``object_pointers [1,4,C]``: token ``k``'s pointer is the
   object score **+ k** in every channel, so which token's pointer an adapter picked shows;
 * ``language_encoder``: ``tokens`` -> ``text_features [32,1,4]`` (token levels in channel 0),
@@ -16,7 +16,7 @@ semantics reuse the memory toys (:mod:`napari_sam3_onnx.testing.memory`) and the
 * ``memory_encoder``: the toy memory encoder on the low-res ``mask_logits`` upsampled to the
   input size; ``memory_attention``: the toy attention (rows from ``memory_rows``; the current
   position map is the constant cell-centre map); ``pointer_tpos`` is declared and unused;
-* ``constants.npz``: ``no_mem_embed`` = :data:`~napari_sam3_onnx.testing.memory.NO_MEM_BIAS` in
+* ``constants.npz``: ``no_mem_embed`` = :data:`~napari_sam3_onnx.toy.memory.NO_MEM_BIAS` in
   channel 1, ``maskmem_pos_enc`` = the cell-centre map, the bank settings; ``manifest.json``.
 """
 
@@ -65,12 +65,12 @@ def build_nso(
     """Write a toy ``nso-sam3`` bundle into ``folder`` (created) and return it.
 
     ``detector(geometry, slots)`` replaces the cell-grid concept detector (same inputs and
-    outputs), e.g. :func:`~napari_sam3_onnx.testing.toy_bundle.blob_detector`. With ``pads`` the
+    outputs), e.g. :func:`~napari_sam3_onnx.toy.bundle.blob_detector`. With ``pads`` the
     prompt decoder appends SAM's padding point itself, as the real export does (its prompt
     encoder runs with ``boxes=None``); its masks shrink without a label -1 point.
     ``refine(b, logits, iou, obj, brightness, points, labels, geometry)`` -> ``(logits, iou,
     obj)`` rewrites the decoder's ``[4, L*L]`` logits, ``[4]`` IoUs and ``[1]`` object score
-    (e.g. :func:`~napari_sam3_onnx.testing.toy_head.blob_refine`).
+    (e.g. :func:`~napari_sam3_onnx.toy.head.blob_refine`).
     """
     sem.check_geometry(geometry)
     folder = Path(folder)
@@ -167,7 +167,7 @@ def _detector(geometry: TestGeometry, slots: int, queries: Callable | None = Non
     """The toy concept detector (cell-grid queries unless ``queries`` is given).
 
     ``queries(b, brightness, level, L)`` -> ``(member, logits)`` replaces the cell grid (see
-    :func:`~napari_sam3_onnx.testing.concepts.toy_detector`).
+    :func:`~napari_sam3_onnx.toy.concepts.toy_detector`).
     """
     levels = geometry.levels
     big, q = levels[0], QUERY_SIDE * QUERY_SIDE

@@ -3,7 +3,7 @@
 The concept test bundles (:mod:`~napari_sam3_onnx.testing.wkentaro`,
 :mod:`~napari_sam3_onnx.testing.samexporter`, :mod:`~napari_sam3_onnx.testing.autognosi`) ship
 no tokenizer, and their toy language encoders read token ids, not words
-(:mod:`~napari_sam3_onnx.testing.concepts`: id 2000 -> level 0.25 "anything", 4000 -> 0.7
+(:mod:`~napari_sam3_onnx.toy.concepts`: id 2000 -> level 0.25 "anything", 4000 -> 0.7
 "bright", 3000 -> 0.999 "nothing"; every other id -> 0.25).
 
 :func:`write_toy_tokenizer` builds the tokenizer the product uses
@@ -121,31 +121,3 @@ def write_toy_tokenizer(folder: Path | str, words: dict[str, int] | None = None)
     tok.save(str(path))
     return path
 
-
-def build_text_bundle(folder: Path | str, layout: str = "wkentaro-v0.3", geometry=None,
-                      words: dict[str, int] | None = None) -> Path:
-    """A concept test bundle of ``layout`` with the toy tokenizer beside its graphs.
-
-    Parameters
-    ----------
-    folder : Path or str
-        Where to write the bundle.
-    layout : {"wkentaro-v0.3", "wkentaro-v0.6", "samexporter", "autognosi"}
-        Which export layout to imitate (0.5 cut in the graph for wkentaro; raw heads otherwise).
-    geometry : TestGeometry, optional
-        :data:`~napari_sam3_onnx.testing.geometry.SMALL` by default.
-    words : dict of str to int, optional
-        Passed to :func:`write_toy_tokenizer`.
-    """
-    from .autognosi import build_autognosi
-    from .geometry import SMALL
-    from .samexporter import build_samexporter
-    from .wkentaro import build_wkentaro_v03, build_wkentaro_v06
-
-    builders = {"wkentaro-v0.3": build_wkentaro_v03, "wkentaro-v0.6": build_wkentaro_v06,
-                "samexporter": build_samexporter, "autognosi": build_autognosi}
-    if layout not in builders:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {sorted(builders)}")
-    out = builders[layout](Path(folder), geometry or SMALL)
-    write_toy_tokenizer(out, words)
-    return Path(out)

@@ -1,10 +1,10 @@
 """Checkable semantics of the test graphs with SAM video memory (pagarcia and jax-video sets).
 
-Sizes follow :class:`~napari_sam3_onnx.testing.geometry.TestGeometry` (input ``S = 14 g``, masks
+Sizes follow :class:`~napari_sam3_onnx.toy.geometry.TestGeometry` (input ``S = 14 g``, masks
 ``L = 4 g``, memory on the ``g x g`` grid). The top-level feature has ``C >= 8`` channels and the
 memory ``C_m >= 4`` (:data:`MEMORY_SMALL`: C = 8, C_m = 4, so a pointer is two memory tokens).
 Encoders write the image brightness ``I`` in [0, 1] into channel 0 of every level (other channels
-zero), as :mod:`~napari_sam3_onnx.testing.semantics` does.
+zero), as :mod:`~napari_sam3_onnx.toy.semantics` does.
 
 Top-level channels (raw feature ``F``, ``F + no_mem_embed``, or the memory-attention output)::
 
@@ -14,7 +14,7 @@ Top-level channels (raw feature ``F``, ``F + no_mem_embed``, or the memory-atten
 The test ``no_mem_embed`` is :data:`NO_MEM_BIAS` in channel 1 only.
 
 **Decoder** (:func:`tracker_head`): brightness on the mask grid ``B = ch0(feats level 0) +
-resize(ch1(top))``; the toy SAM head (:func:`~napari_sam3_onnx.testing.semantics.toy_sam_head`)
+resize(ch1(top))``; the toy SAM head (:func:`~napari_sam3_onnx.toy.semantics.toy_sam_head`)
 on ``B`` gives four tokens; each is then ``max(token, mem)`` with the memory prompt
 ``mem = min(GAIN (B - BRIGHT), R_MEM S - |p - (x_m, y_m)|) - BIG (1 - flag)``, where ``(x_m,
 y_m)`` and ``flag`` are the grid means of channels 2, 3, 4. So a prompted slice decodes exactly as

@@ -1,7 +1,7 @@
 """A tiny helper for writing ONNX graphs by hand with ``onnx.helper``.
 
 Test graphs carry a real layout's input/output names, dtypes and ranks and compute something
-simple and checkable (see :mod:`napari_sam3_onnx.testing.semantics`). This builder keeps their
+simple and checkable (see :mod:`napari_sam3_onnx.toy.semantics`). This builder keeps their
 code short: every method adds one node (or a constant) and returns the new tensor's name.
 """
 
@@ -16,10 +16,10 @@ import numpy as np
 try:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-except ImportError as exc:  # pragma: no cover - message for users without the testing extra
+except ImportError as exc:  # pragma: no cover - message for users without the toy extra
     raise ImportError(
-        "napari_sam3_onnx.testing builds ONNX graphs and needs the 'onnx' package: "
-        "pip install 'napari-sam3-onnx[testing]'"
+        "napari_sam3_onnx.toy builds ONNX graphs and needs the 'onnx' package: "
+        "pip install 'napari-sam3-onnx[toy]'"
     ) from exc
 
 DTYPES = {
