@@ -21,7 +21,7 @@ print(",".join(loaded) or "-")
 def test_production_imports_load_neither_testing_nor_export():
     out = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True,
                          check=True).stdout.split("\n")
-    assert out[0] == "'napari_sam3_onnx.testing.toy_bundle'"  # found through the registry
+    assert out[0] == "'napari_sam3_onnx.toy.bundle'"  # found through the registry
     assert out[1] == "-"
 
 
