@@ -7,5 +7,5 @@
 the workflows (:mod:`napari_sam3_onnx.api`) import it when the toy is built, and the test
 bundles of the other layouts (:mod:`napari_sam3_onnx.testing`) are built on the same pieces.
 It needs the ``onnx`` package (``pip install 'napari-sam3-onnx[toy]'``) and sits below the
-workflows and beside nothing: it imports the engine and the models only.
+workflows and the test bundles: it imports the engine and the models only.
 """

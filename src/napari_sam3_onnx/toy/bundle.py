@@ -12,7 +12,8 @@ default settings:
   the detector's queries are the blobs' centres (:func:`blob_queries`), not a grid of cells;
 * propagation: the toy memory graphs follow the remembered blob from slice to slice.
 
-The registry entry ``"toy"`` names this module as its builder:
+The registry entry ``"toy"`` (builder ``"toy"``) is built from this module:
+:func:`~napari_sam3_onnx.api.bundle_fetch.local_builder` imports it and
 :func:`~napari_sam3_onnx.models.local_bundles.build_local_bundle` calls :func:`build` once per
 :func:`definition_digest` and caches the folder.
 """
