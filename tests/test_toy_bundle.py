@@ -202,3 +202,17 @@ def test_download_refuses_a_bundle_built_here_and_names_the_fetch_that_builds_it
     with pytest.raises(DownloadError, match="fetch_bundle"):
         download_bundle(get_bundle("toy"), tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_entry_built_here_names_a_builder_the_workflows_know():
+    from napari_sam3_onnx.models.registry import KNOWN_BUNDLES
+
+    built = [b for b in KNOWN_BUNDLES if b.builder]
+    assert built and all(local_builder(b).definition_digest() for b in built)
+
+
+def test_an_unknown_builder_name_is_refused():
+    import dataclasses
+
+    with pytest.raises(ValueError, match="unknown builder 'nope'"):
+        local_builder(dataclasses.replace(get_bundle("toy"), builder="nope"))
