@@ -49,7 +49,7 @@ TOY_NOTE = ("toy graphs: these numbers only show the pipeline runs; they say not
 def open_bundle(spec: str, workdir: Path) -> api.Bundle:
     """A bundle from a folder, a registry id, or ``toy`` / ``toy-tracker`` / ``toy-text``."""
     if spec == "toy":
-        from napari_sam3_onnx.testing import toy_bundle
+        from napari_sam3_onnx.toy import bundle as toy_bundle
 
         return api.open_bundle(toy_bundle.build(workdir / "toy"))
     if spec == "toy-tracker":

@@ -3,37 +3,51 @@
 import subprocess
 import sys
 
-# Importing the plugin's headless layers (and the command line) must not load the toy graphs:
-# the toy is a registry entry whose builder module is imported only when the toy is built.
+# Importing the plugin's headless layers (and the command line) must load neither the test
+# bundles nor the exporter, nor the toy model's graphs (they need onnx): the toy is built, by
+# production code in napari_sam3_onnx.toy, only when it is asked for.
 _CHECK = """
 import sys
 import napari_sam3_onnx.api, napari_sam3_onnx.cli
 import napari_sam3_onnx.engine, napari_sam3_onnx.models
-from napari_sam3_onnx.models.registry import get_bundle
-spec = get_bundle("toy")
-banned = ("napari_sam3_onnx.testing", "napari_sam3_onnx.export")
-loaded = sorted(m for m in sys.modules if m.startswith(banned))
-print(repr(spec.builder))
-print(",".join(loaded) or "-")
+ours = ("napari_sam3_onnx.testing", "napari_sam3_onnx.export", "napari_sam3_onnx.toy")
+print(",".join(sorted(m for m in sys.modules
+                      if m.startswith(ours) or m.split(".")[0] == "onnx")) or "-")
 """
 
 
-def test_production_imports_load_neither_testing_nor_export():
+def test_production_imports_load_neither_testing_nor_export_nor_the_toy():
     out = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True,
                          check=True).stdout.split("\n")
-    assert out[0] == "'napari_sam3_onnx.testing.toy_bundle'"  # found through the registry
-    assert out[1] == "-"
+    assert out[0] == "-"
 
+
+# Building the toy (fetch toy, --test-bundle) runs production code only: no test module loads.
+_BUILD = """
+import sys
+from napari_sam3_onnx.api.bundle_fetch import fetch_bundle
+from napari_sam3_onnx.models.registry import get_bundle
+folder = fetch_bundle(get_bundle("toy"), sys.argv[1])
+print(sum(p.suffix == ".onnx" for p in folder.iterdir()))
+print(",".join(sorted(m for m in sys.modules if m.startswith("napari_sam3_onnx.testing"))) or "-")
+"""
+
+
+def test_building_the_toy_loads_no_test_module(tmp_path):
+    out = subprocess.run([sys.executable, "-c", _BUILD, str(tmp_path)], capture_output=True,
+                         text=True, check=True).stdout.split("\n")
+    assert int(out[0]) >= 5  # the toy's graphs were built
+    assert out[1] == "-"
 
 
 _NO_ONNX = """
 import sys
 sys.modules["onnx"] = None  # as if the 'onnx' package were not installed
+from napari_sam3_onnx.api.bundle_fetch import build_here
 from napari_sam3_onnx.models.errors import Sam3OnnxError
-from napari_sam3_onnx.models.local_bundles import build_local_bundle
 from napari_sam3_onnx.models.registry import get_bundle
 try:
-    build_local_bundle(get_bundle("toy"), root=sys.argv[1])
+    build_here(get_bundle("toy"), root=sys.argv[1])
 except Sam3OnnxError as exc:
     print(exc)
 """

@@ -8,7 +8,7 @@ import pytest
 from napari_sam3_onnx import api
 from napari_sam3_onnx.api.exemplars import exemplars_from_labels
 from napari_sam3_onnx.models.errors import PromptError
-from napari_sam3_onnx.testing import toy_bundle
+from napari_sam3_onnx.toy import bundle as toy_bundle
 
 N, R, C = 6, 96, 128  # z, rows, cols: all different
 BRIGHT = [(20, 20), (30, 90), (70, 50)]  # cells: move right 2 px a plane

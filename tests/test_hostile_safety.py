@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tifffile
 
-from napari_sam3_onnx.models.local_bundles import build_local_bundle
+from napari_sam3_onnx.api.bundle_fetch import build_here
 from napari_sam3_onnx.models.registry import get_bundle
 from napari_sam3_onnx.testing.pagarcia import build_pagarcia
 from napari_sam3_onnx.testing.scenes import planted_image
@@ -96,7 +96,7 @@ def tree(tmp_path_factory):
     tifffile.imwrite(d / "p.tif", blob, photometric="minisblack")
     # copies of an older toy build in the folder given as --dest: one under another name, one
     # under a build's name with a note of the user's added
-    build = build_local_bundle(get_bundle("toy"), root / "elsewhere")
+    build = build_here(get_bundle("toy"), root / "elsewhere")
     shutil.copytree(build, t / "my-toy-copy")
     (t / "my-toy-copy" / "notes.txt").write_text("my notes")
     shutil.copytree(build, t / "0123456789abcdef")

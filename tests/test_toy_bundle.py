@@ -14,6 +14,7 @@ pytest.importorskip("onnx")
 
 from napari_sam3_onnx import api
 from napari_sam3_onnx._napari.sample_data import synthetic_nuclei_sample
+from napari_sam3_onnx.api.bundle_fetch import local_builder
 from napari_sam3_onnx.api.propagate import propagate
 from napari_sam3_onnx.api.text import search_text
 from napari_sam3_onnx.engine.concepts.search import (
@@ -153,7 +154,7 @@ def test_propagation_from_clicks_on_the_middle_slice_follows_every_nucleus(toy, 
 
 def test_toy_is_built_once_and_reused_from_the_cache(tmp_path, monkeypatch):
     spec = get_bundle("toy")
-    module = local_bundles._builder(spec)
+    module = local_builder(spec)
     calls = []
     real = module.build
     monkeypatch.setattr(module, "build", lambda folder: calls.append(folder) or real(folder))
@@ -167,7 +168,7 @@ def test_toy_is_built_once_and_reused_from_the_cache(tmp_path, monkeypatch):
 
 def test_a_failed_build_leaves_nothing_behind(tmp_path, monkeypatch):
     spec = get_bundle("toy")
-    module = local_bundles._builder(spec)
+    module = local_builder(spec)
 
     def broken(folder):
         (folder / "half.onnx").write_bytes(b"x")
@@ -175,23 +176,43 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path, monkeypatch):
 
     monkeypatch.setattr(module, "build", broken)
     with pytest.raises(Sam3OnnxError, match="disk full"):
-        local_bundles.build_local_bundle(spec, tmp_path)
+        local_bundles.build_local_bundle(spec, module, tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_changed_definition_gets_a_new_folder_and_the_old_build_goes(tmp_path, monkeypatch):
     spec = get_bundle("toy")
-    module = local_bundles._builder(spec)
-    old = local_bundles.build_local_bundle(spec, tmp_path)
+    module = local_builder(spec)
+    old = local_bundles.build_local_bundle(spec, module, tmp_path)
     monkeypatch.setattr(module, "definition_digest", lambda: "f" * 64)
-    new = local_bundles.build_local_bundle(spec, tmp_path)
+    new = local_bundles.build_local_bundle(spec, module, tmp_path)
     assert new != old and new.is_dir() and not old.exists()
 
 
-def test_without_onnx_the_message_says_what_to_install(tmp_path, monkeypatch):
-    def no_onnx(name, *a, **k):
-        raise ImportError("No module named 'onnx'")
+def test_the_toy_is_built_from_the_production_toy_package_by_a_plain_import():
+    from napari_sam3_onnx.toy import bundle
 
-    monkeypatch.setattr(local_bundles.importlib, "import_module", no_onnx)
-    with pytest.raises(Sam3OnnxError, match=r"napari-sam3-onnx\[toy\]"):
-        local_bundles.build_local_bundle(get_bundle("toy"), tmp_path)
+    assert local_builder(get_bundle("toy")) is bundle
+
+
+def test_download_refuses_a_bundle_built_here_and_names_the_fetch_that_builds_it(tmp_path):
+    from napari_sam3_onnx.models.download import download_bundle
+    from napari_sam3_onnx.models.errors import DownloadError
+
+    with pytest.raises(DownloadError, match="fetch_bundle"):
+        download_bundle(get_bundle("toy"), tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_entry_built_here_names_a_builder_the_workflows_know():
+    from napari_sam3_onnx.models.registry import KNOWN_BUNDLES
+
+    built = [b for b in KNOWN_BUNDLES if b.builder]
+    assert built and all(local_builder(b).definition_digest() for b in built)
+
+
+def test_an_unknown_builder_name_is_refused():
+    import dataclasses
+
+    with pytest.raises(ValueError, match="unknown builder 'nope'"):
+        local_builder(dataclasses.replace(get_bundle("toy"), builder="nope"))

@@ -21,10 +21,10 @@ pytestmark = pytest.mark.gui
 
 @pytest.fixture
 def toy_folder():
-    from napari_sam3_onnx.models.download import download_bundle
+    from napari_sam3_onnx.api.bundle_fetch import fetch_bundle
     from napari_sam3_onnx.models.registry import get_bundle
 
-    return download_bundle(get_bundle("toy"))
+    return fetch_bundle(get_bundle("toy"))
 
 
 @pytest.fixture

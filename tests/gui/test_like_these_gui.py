@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from qtpy.QtCore import Qt
 
-from napari_sam3_onnx.testing import toy_bundle
+from napari_sam3_onnx.toy import bundle as toy_bundle
 
 pytestmark = pytest.mark.gui
 

@@ -42,10 +42,10 @@ def test_model_line_names_family_capabilities_precision_and_device(hf_bundle):
 
 def test_the_toy_line_says_it_is_not_sam3_and_reads_its_manifest_precision(tmp_path):
     pytest.importorskip("onnx")
-    from napari_sam3_onnx.models.download import download_bundle
+    from napari_sam3_onnx.api.bundle_fetch import fetch_bundle
     from napari_sam3_onnx.models.registry import get_bundle
 
-    folder = download_bundle(get_bundle("toy"))
+    folder = fetch_bundle(get_bundle("toy"))
     adapter = open_adapter(folder)
     line = model_panel.model_line(adapter, model_panel.bundle_precision(folder),
                                   ["CPUExecutionProvider"], toy=True)

@@ -15,9 +15,9 @@ from ..engine.tiling.tiles import TileSettings
 from ..models.base import Capability, SamAdapter
 from ..models.bundle import open_adapter as _open_adapter
 from ..models.errors import ModelFileMissingError
-from ..models.local_bundles import build_local_bundle
 from ..models.registry import bundle_dir, get_bundle
 from ..models.runtime import RuntimeConfig, approximate_arithmetic
+from .bundle_fetch import build_here
 from .io import InputError
 from .workspace import Workspace, language_cache
 
@@ -44,7 +44,7 @@ def resolve_bundle(bundle: str | Path, root: Path | str | None = None) -> Path:
     spec = get_bundle(text)
     folder = bundle_dir(spec.id, root)
     if spec.builder:  # the toy: built here (once) rather than downloaded
-        return build_local_bundle(spec, folder)
+        return build_here(spec, folder)
     if not folder.is_dir():
         raise ModelFileMissingError(folder, f"The {spec.id} bundle is not downloaded yet: run "
                                     f"'napari-sam3-onnx fetch {spec.id}'.")

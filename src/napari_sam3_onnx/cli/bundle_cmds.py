@@ -50,13 +50,13 @@ def _on_disk(folder: Path) -> str:
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     """Download a registered bundle with a progress bar; 2 when the download fails."""
-    from ..models.download import download_bundle
+    from ..api.bundle_fetch import fetch_bundle
 
     spec = get_bundle(args.id)
     bars = FileBars(quiet=args.quiet)
     try:
-        folder = download_bundle(spec, args.dest, bars, args.token, endpoint=args.endpoint,
-                                 retries=args.retries)
+        folder = fetch_bundle(spec, args.dest, bars, args.token, endpoint=args.endpoint,
+                              retries=args.retries)
     except DownloadError as exc:
         bars.close()
         print(f"error: {exc}", file=sys.stderr)

@@ -90,9 +90,10 @@ class BundleSpec:
         Further Hugging Face repos some of the files come from (a folder assembled from
         several exports, e.g. a dual encoder with another export's memory graphs).
     builder : str
-        Module that builds the bundle on this machine instead of downloading it (``""`` for a
-        download); it has ``build(folder)`` and ``definition_digest()``
-        (:mod:`~napari_sam3_onnx.models.local_bundles`).
+        Which builder makes the bundle on this machine instead of downloading it (``""`` for a
+        download; ``"toy"``: :mod:`napari_sam3_onnx.toy.bundle`). The workflows layer maps the
+        name to the builder (:func:`napari_sam3_onnx.api.bundle_fetch.local_builder`) and
+        :mod:`~napari_sam3_onnx.models.local_bundles` caches the build.
     """
 
     id: str

@@ -52,7 +52,6 @@ from .hub_fetch import (
     hub_location,
     is_transient,
 )
-from .local_bundles import build_local_bundle
 from .registry import BundleSpec, FileSpec, bundle_dir
 
 __all__ = ["RECORD_NAME", "Problem", "Progress", "download_bundle", "sha256_file",
@@ -209,14 +208,16 @@ def download_bundle(
         The repository is gated and no token was found, or the hub refused to answer without
         one; :class:`~.errors.TokenAccessError` when the token sent lacks access.
     DownloadError
-        Not a URL as ``endpoint``, no network, offline mode, a server error, a file not found
-        at the pinned revision, or files that are not published; the message names the folder
-        and the files to place there by hand.
+        A bundle built on this machine (``spec.builder``), not a URL as ``endpoint``, no
+        network, offline mode, a server error, a file not found at the pinned revision, or
+        files that are not published; the message names the folder and the files to place
+        there by hand.
     ContentMismatchError, ChecksumMismatchError, SizeMismatchError
         A downloaded file is not the published one; it is deleted and nothing is recorded.
     """
-    if spec.builder:  # built on this machine (the toy): nothing to download
-        return build_local_bundle(spec, dest)
+    if spec.builder:  # built on this machine (the toy): api.bundle_fetch builds it
+        raise DownloadError(f"The {spec.title} is built on this machine, not downloaded: "
+                            "fetch it with napari_sam3_onnx.api.bundle_fetch.fetch_bundle.")
     endpoint = check_endpoint(endpoint)
     check_endpoint(os.environ.get("HF_ENDPOINT"))
     folder = Path(dest) if dest is not None else bundle_dir(spec.id)

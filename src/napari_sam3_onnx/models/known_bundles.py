@@ -141,9 +141,9 @@ TOY = BundleSpec(
     capabilities=frozenset({"encode", "clicks", "boxes", "text", "exemplars", "memory"}),
     precision="fp32",
     notes="Tiny hand-written graphs in this plugin's nso-sam3 layout that outline bright blobs "
-    "(napari_sam3_onnx.testing.toy_bundle), so every tab can be tried on the sample without "
+    "(napari_sam3_onnx.toy.bundle), so every tab can be tried on the sample without "
     "weights. Needs the 'onnx' package (pip install 'napari-sam3-onnx[toy]'). Not SAM 3.",
-    builder="napari_sam3_onnx.testing.toy_bundle",
+    builder="toy",
 )
 
 KNOWN_BUNDLES: tuple[BundleSpec, ...] = (

@@ -1,24 +1,26 @@
 """Bundles built on this machine instead of downloaded (the toy model), cached once.
 
-A registry entry with a ``builder`` names a module with ``build(folder)`` and
-``definition_digest()``. The bundle lives in ``<root>/<digest[:16]>`` (default root: the
-entry's :func:`~.registry.bundle_dir`): it is built in a temporary sibling folder and renamed
-into place, so a folder under that name is always complete, two processes never see a
-half-written one, and an unchanged definition is built once. Builds of older definitions
-beside it are removed only when they are certainly ours and untouched: a folder named by a
-digest, holding the marker :data:`MARKER` written by the build, and exactly the files that
-marker lists. A copy of the toy (under another name, or with a note of the user's added) is
-never removed.
+A registry entry with a ``builder`` is built by a :class:`LocalBuilder` (``build(folder)`` and
+``definition_digest()``) that the caller passes in: the toy's is
+:mod:`napari_sam3_onnx.toy.bundle`, which the workflows layer
+(:func:`napari_sam3_onnx.api.bundle_fetch.local_builder`) imports and hands down, so this module
+knows no builder by name and imports none. The bundle lives in ``<root>/<digest[:16]>`` (default
+root: the entry's :func:`~.registry.bundle_dir`): it is built in a temporary sibling folder and
+renamed into place, so a folder under that name is always complete, two processes never see a
+half-written one, and an unchanged definition is built once. Builds of older definitions beside
+it are removed only when they are certainly ours and untouched: a folder named by a digest,
+holding the marker :data:`MARKER` written by the build, and exactly the files that marker lists.
+A copy of the toy (under another name, or with a note of the user's added) is never removed.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Protocol
 
 from .errors import Sam3OnnxError
 from .registry import BundleSpec, bundle_dir
@@ -28,13 +30,16 @@ DIGEST_CHARS = 16
 MARKER = ".napari-sam3-onnx-build.json"
 
 
-def _builder(spec: BundleSpec):
-    try:
-        return importlib.import_module(spec.builder)
-    except ImportError as exc:
-        raise Sam3OnnxError(
-            f"The {spec.title} is built with the 'onnx' package, which is not installed "
-            f"({exc}). Install it with: pip install 'napari-sam3-onnx[toy]'") from exc
+class LocalBuilder(Protocol):
+    """What builds a bundle on this machine (e.g. the module :mod:`napari_sam3_onnx.toy.bundle`)."""
+
+    def build(self, folder: Path) -> Path:
+        """Write the bundle's files into ``folder`` (it exists and is empty) and return it."""
+        ...
+
+    def definition_digest(self) -> str:
+        """Hex digest of everything the bundle is built from (a new one: a new build)."""
+        ...
 
 
 def _mark(folder: Path, name: str) -> None:
@@ -57,19 +62,25 @@ def _is_our_untouched_build(folder: Path) -> bool:
             and mark.get("files") == present and plain)
 
 
-def local_bundle_dir(spec: BundleSpec, root: Path | str | None = None) -> Path:
-    """Folder the current definition of ``spec`` is (or will be) built in."""
-    digest = _builder(spec).definition_digest()[:DIGEST_CHARS]
+def local_bundle_dir(
+    spec: BundleSpec, builder: LocalBuilder, root: Path | str | None = None
+) -> Path:
+    """Folder the current definition of ``spec`` (built by ``builder``) is (or will be) built in."""
+    digest = builder.definition_digest()[:DIGEST_CHARS]
     return (Path(root) if root is not None else bundle_dir(spec.id)) / digest
 
 
-def build_local_bundle(spec: BundleSpec, root: Path | str | None = None) -> Path:
+def build_local_bundle(
+    spec: BundleSpec, builder: LocalBuilder, root: Path | str | None = None
+) -> Path:
     """Return the cached build of ``spec``, building it first if there is none.
 
     Parameters
     ----------
     spec : BundleSpec
         A registry entry with a ``builder``.
+    builder : LocalBuilder
+        What builds it (:func:`napari_sam3_onnx.api.bundle_fetch.local_builder` finds it).
     root : Path or str, optional
         Folder holding the builds (default: ``bundle_dir(spec.id)``).
 
@@ -81,10 +92,9 @@ def build_local_bundle(spec: BundleSpec, root: Path | str | None = None) -> Path
     Raises
     ------
     Sam3OnnxError
-        The builder's dependencies (``onnx``) are missing, or the folder cannot be written.
+        The folder cannot be written.
     """
-    module = _builder(spec)
-    folder = local_bundle_dir(spec, root)
+    folder = local_bundle_dir(spec, builder, root)
     if folder.is_dir():
         return folder
     try:
@@ -93,7 +103,7 @@ def build_local_bundle(spec: BundleSpec, root: Path | str | None = None) -> Path
     except OSError as exc:
         raise Sam3OnnxError(f"Cannot write the {spec.title} into {folder.parent}: {exc}") from exc
     try:
-        module.build(tmp)
+        builder.build(tmp)
         _mark(tmp, folder.name)
         try:
             tmp.rename(folder)

@@ -11,12 +11,12 @@ Names, dtypes and ranks follow the card as summarised in docs/layouts.md#autogno
   "big" puts column ``8j`` in the most significant bit of byte ``j``, "little" in the least),
   ``pred_boxes [1,Q,4]`` xyxy normalised, ``pred_logits [1,Q]``, ``presence_logits [1,1]``,
   ``semantic_seg [1,1,L,L]`` (the pixel logits). Semantics: the toy detector of
-  :mod:`napari_sam3_onnx.testing.concepts`, without exemplars (this layout has none).
+  :mod:`napari_sam3_onnx.toy.concepts`, without exemplars (this layout has none).
 * ``tracker_vision_encoder.onnx``: ``pixel_values`` -> ``image_embeddings_0..2`` (brightness).
 * ``prompt_decoder.onnx``: ``image_embeddings_0..2``, ``input_points [1,P,N,2]`` float32
   (model-input pixels), ``input_labels [1,P,N]`` int64 -> ``pred_masks [1,P,4,L,L]`` logits
   (token 0 single-mask, 1-3 multimask), ``iou_scores [1,P,4]``, ``object_score_logits [1,P,1]``:
-  the toy SAM head of :mod:`napari_sam3_onnx.testing.semantics` (boxes as label-2/3 points).
+  the toy SAM head of :mod:`napari_sam3_onnx.toy.semantics` (boxes as label-2/3 points).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .builder import GraphBuilder
-from .concepts import CONTEXT, QUERY_SIDE, build_hf_text, hf_text_level, ints, toy_detector
-from .geometry import SMALL, TestGeometry
-from .semantics import (
+from ..toy.builder import GraphBuilder
+from ..toy.concepts import CONTEXT, QUERY_SIDE, build_hf_text, hf_text_level, ints, toy_detector
+from ..toy.geometry import SMALL, TestGeometry
+from ..toy.semantics import (
     brightness_flat,
     feature_map,
     gray01_from_normalised,

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .builder import GraphBuilder
-from .geometry import SMALL, TestGeometry
+from ..toy.builder import GraphBuilder
+from ..toy.geometry import SMALL, TestGeometry
+from ..toy.semantics import brightness_flat, toy_sam_head
 from .hf_tracker import DECODER, build_hf_tracker
-from .semantics import brightness_flat, toy_sam_head
 
 
 def build_sloped_tracker(

@@ -10,21 +10,21 @@ purpose different from the other layouts so that the adapter must find roles by 
 * ``sam31_image_encoder.onnx``: ``image`` float16 -> ``image_features_0..3`` float16
   ``[1,C,l,l]`` for ``l`` = 4g, 2g, g, g/2 (brightness in channel 0).
 * ``sam31_text_encoder.onnx``: an upstream-style language encoder (``tokens`` -> ...), as
-  :func:`~napari_sam3_onnx.testing.concepts.build_upstream_language`.
+  :func:`~napari_sam3_onnx.toy.concepts.build_upstream_language`.
 * ``sam31_prompt_side.onnx`` (+ ``.data``): ``fpn_feat_0..2`` float32, ``text_features
   [1,32,C]`` (batch-first), ``text_mask [1,32]`` bool (True = pad) -> the four outputs.
 * ``sam31_prompt_box.onnx`` (+ ``.data``): the same plus ``boxes [1,K,4]`` cxcywh,
   ``box_labels [1,K]`` int64 and ``box_padding [1,K]`` bool (True = unused slot).
 
-Semantics: the toy detector of :mod:`napari_sam3_onnx.testing.concepts` (presence not folded).
+Semantics: the toy detector of :mod:`napari_sam3_onnx.toy.concepts` (presence not folded).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .builder import GraphBuilder
-from .concepts import (
+from ..toy.builder import GraphBuilder
+from ..toy.concepts import (
     CONTEXT,
     QUERY_SIDE,
     build_upstream_language,
@@ -34,8 +34,8 @@ from .concepts import (
     toy_detector,
     xyxy_to_cxcywh,
 )
-from .geometry import SMALL, TestGeometry
-from .semantics import brightness_flat, feature_map, gray01_from_normalised
+from ..toy.geometry import SMALL, TestGeometry
+from ..toy.semantics import brightness_flat, feature_map, gray01_from_normalised
 
 ENCODER, TEXT = "sam31_image_encoder.onnx", "sam31_text_encoder.onnx"
 SIDE, BOX = "sam31_prompt_side.onnx", "sam31_prompt_box.onnx"

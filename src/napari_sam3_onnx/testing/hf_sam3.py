@@ -16,8 +16,8 @@ Three naming families, as their model cards and consumers give them:
   ``prompt_mask [1,L]`` bool (True = valid) too, and its ``presence_logits`` is a **constant 0**
   in the graph.
 
-Semantics: the toy detector of :mod:`~napari_sam3_onnx.testing.concepts` on brightness in channel
-0 of level 0. Position encodings are :func:`~napari_sam3_onnx.testing.memory.cell_centres_map`
+Semantics: the toy detector of :mod:`~napari_sam3_onnx.toy.concepts` on brightness in channel
+0 of level 0. Position encodings are :func:`~napari_sam3_onnx.toy.memory.cell_centres_map`
 (cell centre x / y in pixels, channels 0 / 1), the encoding the jax-video memory graphs expect,
 so one encoder serves both; a detector fed a wrong one (or a valid geometry row) finds nothing.
 A dual encoder's ``image_embeddings.2`` is the raw top level plus ``no_mem_bias`` in channel 1,
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import memory as sem
-from .builder import GraphBuilder
-from .concepts import (
+from ..toy import memory as sem
+from ..toy.builder import GraphBuilder
+from ..toy.concepts import (
     CONTEXT,
     I64,
     QUERY_SIDE,
@@ -42,11 +42,11 @@ from .concepts import (
     ints,
     toy_detector,
 )
-from .geometry import SMALL, TestGeometry
+from ..toy.geometry import SMALL, TestGeometry
+from ..toy.semantics import brightness_flat, feature_map, gray01_from_normalised
 from .hf_tracker import DECODER as HF_DECODER
 from .hf_tracker import build_hf_decoder
 from .jax_video import build_jax_video
-from .semantics import brightness_flat, feature_map, gray01_from_normalised
 
 TEXT_CHANNELS = 4
 #: Width of the toy geometry rows: cx, cy, w, h, label, 0.

@@ -5,16 +5,16 @@ takes ``pixel_values [1,3,S,S]`` float32 (mean = std = 0.5) and returns
 ``image_embeddings.0/.1/.2``; the prompt decoder takes ``input_points [1,1,N,2]`` float32,
 ``input_labels [1,1,N]`` int64, ``input_boxes [1,B,4]`` float32 xyxy (model-input pixels) and the
 embeddings, and returns ``iou_scores [1,1,3]``, ``pred_masks [1,1,3,L,L]`` logits,
-``object_score_logits [1,1,1]``. Semantics: :mod:`napari_sam3_onnx.testing.semantics`.
+``object_score_logits [1,1,1]``. Semantics: :mod:`napari_sam3_onnx.toy.semantics`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .builder import GraphBuilder
-from .geometry import SMALL, TestGeometry
-from .semantics import brightness_flat, feature_map, gray01_from_normalised, toy_sam_head
+from ..toy.builder import GraphBuilder
+from ..toy.geometry import SMALL, TestGeometry
+from ..toy.semantics import brightness_flat, feature_map, gray01_from_normalised, toy_sam_head
 
 ENCODER = "vision_encoder.onnx"
 DECODER = "prompt_encoder_mask_decoder.onnx"

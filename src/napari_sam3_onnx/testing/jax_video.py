@@ -12,9 +12,9 @@ the EdgeTAM sibling): ``vision_encoder`` (``pixel_values`` -> ``feats0``, ``feat
 
 ``constants.json`` holds ``image_mean`` / ``image_std`` (ImageNet values here, on purpose, so a
 caller that assumes SAM 3's 0.5 gets wrong brightness), ``memory_temporal_positional_encoding``
-(:func:`~napari_sam3_onnx.testing.memory.temporal_table`) and, unless disabled, the
+(:func:`~napari_sam3_onnx.toy.memory.temporal_table`) and, unless disabled, the
 ``no_mem_embed`` the adapter assumes may live there. Semantics:
-:mod:`napari_sam3_onnx.testing.memory`; position encodings ``pos0..2`` carry each cell's centre
+:mod:`napari_sam3_onnx.toy.memory`; position encodings ``pos0..2`` carry each cell's centre
 ``x`` / ``y`` (pixels) in channels 0 / 1.
 """
 
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import memory as sem
-from .builder import GraphBuilder
-from .geometry import TestGeometry
-from .semantics import feature_map
+from ..toy import memory as sem
+from ..toy.builder import GraphBuilder
+from ..toy.geometry import TestGeometry
+from ..toy.semantics import feature_map
 
 FILES = ("vision_encoder.onnx", "mask_decoder.onnx", "memory_encoder.onnx",
          "memory_attention.onnx")
@@ -60,7 +60,7 @@ def build_jax_video(
         ``obj_ptr_tpos_proj: {weight, bias}`` object, or as ``pointer_tpos.onnx``
         (:func:`build_pointer_graph`); "none" ships nothing.
     pads : bool
-        The decoder appends SAM's padding point itself (:func:`napari_sam3_onnx.testing.memory.
+        The decoder appends SAM's padding point itself (:func:`napari_sam3_onnx.toy.memory.
         pad_prompt`); either way its masks shrink when no label -1 point reaches the head.
     """
     sem.check_geometry(geometry)

@@ -5,8 +5,8 @@ naming (``<base><variant>.onnx``, default variant ``_single``): the onnx-communi
 ``vision_encoder`` (``pixel_values`` -> ``image_embeddings.0/.1/.2``), ``image_decoder``
 (multimask, M = 3), ``image_decoder_singlemask`` (M = 1), their ``image_decoder_mask*`` twins with
 ``mask_inputs``, ``memory_encoder``, ``memory_attention`` (static memory sizes by default, as
-shipped) and ``video_constants.npz``. Semantics: :mod:`napari_sam3_onnx.testing.memory`; the best
-multimask output is token 2 (:data:`~napari_sam3_onnx.testing.semantics.IOUS`).
+shipped) and ``video_constants.npz``. Semantics: :mod:`napari_sam3_onnx.toy.memory`; the best
+multimask output is token 2 (:data:`~napari_sam3_onnx.toy.semantics.IOUS`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from . import memory as sem
-from .builder import GraphBuilder
-from .geometry import TestGeometry
-from .semantics import IOUS, feature_map, gray01_from_normalised
+from ..toy import memory as sem
+from ..toy.builder import GraphBuilder
+from ..toy.geometry import TestGeometry
+from ..toy.semantics import IOUS, feature_map, gray01_from_normalised
 
 ENCODER = "vision_encoder.onnx"
 DECODERS = {"multi": "image_decoder", "single": "image_decoder_singlemask",

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .builder import GraphBuilder
-from .concepts import (
+from ..toy.builder import GraphBuilder
+from ..toy.concepts import (
     CONTEXT,
     I64,
     QUERY_SIDE,
@@ -37,8 +37,8 @@ from .concepts import (
     upstream_text_level,
     xyxy_to_cxcywh,
 )
-from .geometry import SMALL, TestGeometry
-from .semantics import brightness_flat, feature_map, gray01_from_normalised
+from ..toy.geometry import SMALL, TestGeometry
+from ..toy.semantics import brightness_flat, feature_map, gray01_from_normalised
 
 SLOTS = 8
 TEXT_CHANNELS = (4, 6)

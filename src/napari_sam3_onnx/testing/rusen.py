@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .builder import GraphBuilder
-from .concepts import (
+from ..toy.builder import GraphBuilder
+from ..toy.concepts import (
     CONTEXT,
     build_upstream_language,
     ints,
@@ -20,8 +20,8 @@ from .concepts import (
     toy_detector,
     upstream_text_level,
 )
-from .geometry import SMALL, TestGeometry
-from .semantics import brightness_flat
+from ..toy.geometry import SMALL, TestGeometry
+from ..toy.semantics import brightness_flat
 from .wkentaro import DECODER, ENCODER, LANGUAGE, TEXT_CHANNELS, build_wk_encoder
 
 

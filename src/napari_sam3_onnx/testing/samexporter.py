@@ -8,15 +8,15 @@ wkentaro ones (:mod:`napari_sam3_onnx.testing.wkentaro`). ``sam3_decoder.onnx`` 
 ``pruned=True`` the unused ``original_*`` and ``vision_pos_enc_0/1`` are left out, as onnxsim
 does. Outputs: ``pred_boxes [1,Q,4]`` cxcywh, ``pred_logits [1,Q,1]``, ``pred_masks [1,Q,L,L]``
 logits, ``presence_logit_dec [1,1]`` from the toy detector of
-:mod:`napari_sam3_onnx.testing.concepts` (Q = 16 queries, one per cell of a 4 x 4 grid).
+:mod:`napari_sam3_onnx.toy.concepts` (Q = 16 queries, one per cell of a 4 x 4 grid).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .builder import GraphBuilder
-from .concepts import (
+from ..toy.builder import GraphBuilder
+from ..toy.concepts import (
     CONTEXT,
     QUERY_SIDE,
     build_upstream_language,
@@ -26,8 +26,8 @@ from .concepts import (
     upstream_text_level,
     xyxy_to_cxcywh,
 )
-from .geometry import SMALL, TestGeometry
-from .semantics import brightness_flat
+from ..toy.geometry import SMALL, TestGeometry
+from ..toy.semantics import brightness_flat
 from .wkentaro import ENCODER, LANGUAGE, TEXT_CHANNELS, build_wk_encoder
 
 DECODER = "sam3_decoder.onnx"

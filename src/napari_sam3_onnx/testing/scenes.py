@@ -3,7 +3,7 @@
 The default scene is deliberately non-square (60 rows x 90 columns) with a background that is
 darker on the left and top than on the right and bottom, so a transposed or flipped axis anywhere
 in a pipeline moves the blobs and their brightness. Each blob sits well inside one cell of the
-toy detector's 4 x 4 query grid (:mod:`napari_sam3_onnx.testing.concepts`).
+toy detector's 4 x 4 query grid (:mod:`napari_sam3_onnx.toy.concepts`).
 """
 
 from __future__ import annotations

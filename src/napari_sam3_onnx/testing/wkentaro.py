@@ -3,7 +3,7 @@
 Names, dtypes and ranks follow docs/layouts.md#wkentaro-v03:
 
 * ``sam3_image_encoder.onnx`` (+ ``.onnx.data``): ``image`` uint8 ``[3,S,S]`` ->
-  ``vision_pos_enc_0..2`` (constant :func:`~napari_sam3_onnx.testing.concepts.position_pattern`
+  ``vision_pos_enc_0..2`` (constant :func:`~napari_sam3_onnx.toy.concepts.position_pattern`
   maps) and ``backbone_fpn_0..2`` (brightness in channel 0); v0.6 adds ``image_embeddings``
   ``[1,C,g,g]``, ``high_res_features1 [1,C0,4g,4g]``, ``high_res_features2 [1,C1,2g,2g]``.
 * ``sam3_language_encoder.onnx`` (+ ``.onnx.data``): ``tokens`` -> ``text_attention_mask``,
@@ -13,12 +13,12 @@ Names, dtypes and ranks follow docs/layouts.md#wkentaro-v03:
   bool (K = 1 for v0.3, 16 for v0.6) -> ``boxes [N,4]`` xyxy normalised, ``scores [N]``,
   ``masks [N,1,L,L]`` sigmoid probabilities, keeping only queries with score > 0.5 (the cut is in
   the graph, as in the real exports). Semantics: the toy detector of
-  :mod:`napari_sam3_onnx.testing.concepts`.
+  :mod:`napari_sam3_onnx.toy.concepts`.
 * v0.6 ``sam3_point_decoder.onnx`` (names by analogy with osam's SAM 2 decoder, overridable):
   ``image_embeddings``, ``high_res_features1``, ``high_res_features2``, ``point_coords [1,N,2]``
   float32 (model-input pixels), ``point_labels [1,N]`` float32, ``mask_input [1,1,L,L]``,
   ``has_mask_input [1]`` -> ``masks [1,3,S,S]``, ``iou_predictions [1,3]``,
-  ``low_res_masks [1,3,L,L]``: the toy SAM head of :mod:`napari_sam3_onnx.testing.semantics`
+  ``low_res_masks [1,3,L,L]``: the toy SAM head of :mod:`napari_sam3_onnx.toy.semantics`
   (multimask tokens 1-3) on the brightness in ``high_res_features1``.
 """
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from .builder import GraphBuilder
-from .concepts import (
+from ..toy.builder import GraphBuilder
+from ..toy.concepts import (
     CONTEXT,
     build_upstream_language,
     ints,
@@ -37,8 +37,8 @@ from .concepts import (
     toy_detector,
     upstream_text_level,
 )
-from .geometry import SMALL, TestGeometry
-from .semantics import (
+from ..toy.geometry import SMALL, TestGeometry
+from ..toy.semantics import (
     brightness_flat,
     feature_map,
     gray01_from_uint8_chw,

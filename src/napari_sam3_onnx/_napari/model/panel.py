@@ -298,10 +298,10 @@ class ModelPanel(QWidget):
     def load_toy(self) -> None:
         """Load the registry's toy model, building it first if it is not cached yet (~1 s)."""
         try:
-            from napari_sam3_onnx.models.download import download_bundle
+            from napari_sam3_onnx.api.bundle_fetch import build_here
             from napari_sam3_onnx.models.registry import get_bundle
 
-            folder = download_bundle(get_bundle("toy"))
+            folder = build_here(get_bundle("toy"))
         except ImportError as exc:
             self._notify(f"The toy model is not available in this version ({exc}).")
             return

@@ -1,7 +1,7 @@
 """The toy model's blob finding: one centre per bright blob and the pixels each centre claims.
 
-Shared by the toy's concept detector (:func:`~.toy_bundle.blob_queries`: one query per blob)
-and its SAM head (:func:`~.toy_head.blob_refine`: a click selects the whole blob it is in).
+Shared by the toy's concept detector (:func:`~.bundle.blob_queries`: one query per blob)
+and its SAM head (:func:`~.head.blob_refine`: a click selects the whole blob it is in).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The toy model the plugin ships: every workflow, no weights, not SAM 3.
 
-One ``nso-sam3`` bundle (:mod:`~napari_sam3_onnx.testing.nso`: image encoder, prompt decoder,
+One ``nso-sam3`` bundle (:mod:`~napari_sam3_onnx.toy.nso`: image encoder, prompt decoder,
 language encoder, concept detector, memory encoder and attention) with a tokenizer, so clicks,
 boxes, text, exemplars and propagation all run. It finds the bright blobs of the synthetic
 nuclei sample (:func:`~napari_sam3_onnx.samples.synthetic.synthetic_nuclei`) at every tab's
@@ -12,7 +12,8 @@ default settings:
   the detector's queries are the blobs' centres (:func:`blob_queries`), not a grid of cells;
 * propagation: the toy memory graphs follow the remembered blob from slice to slice.
 
-The registry entry ``"toy"`` names this module as its builder:
+The registry entry ``"toy"`` (builder ``"toy"``) is built from this module:
+:func:`~napari_sam3_onnx.api.bundle_fetch.local_builder` imports it and
 :func:`~napari_sam3_onnx.models.local_bundles.build_local_bundle` calls :func:`build` once per
 :func:`definition_digest` and caches the folder.
 """
@@ -23,6 +24,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from .blobs import blob_partition
 from .builder import GraphBuilder
 from .concepts import (
     SCORE_BIAS,
@@ -35,7 +37,6 @@ from .concepts import (
 from .geometry import TestGeometry
 from .nso import _detector, build_nso
 from .tokenizer import write_toy_tokenizer
-from .toy_blobs import blob_partition
 
 #: Bump when the toy's behaviour changes in a way its source digest would not show.
 TOY_VERSION = 1
@@ -50,7 +51,7 @@ WORDS = {"nucleus": TOKEN_FAINT, "nuclei": TOKEN_FAINT + 100, "cell": TOKEN_FAIN
 SLOTS = 4
 
 _SOURCES = ("builder", "concepts", "geometry", "memory", "nso", "semantics", "tokenizer",
-            "toy_blobs", "toy_bundle", "toy_head")
+            "blobs", "bundle", "head")
 
 
 def definition_digest() -> str:
@@ -89,7 +90,7 @@ def blob_detector(geometry: TestGeometry, slots: int) -> GraphBuilder:
 
 def build(folder: Path | str) -> Path:
     """Write the toy bundle into ``folder`` (created) and return it (needs ``onnx``)."""
-    from .toy_head import blob_refine
+    from .head import blob_refine
 
     folder = build_nso(Path(folder), GEOMETRY, slots=SLOTS, detector=blob_detector,
                        refine=blob_refine)

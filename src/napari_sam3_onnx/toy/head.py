@@ -1,6 +1,6 @@
 """The toy model's prompt decoder outputs: whole blobs, crisp edges and honest quality scores.
 
-The ``nso-sam3`` toy decoder (:func:`~napari_sam3_onnx.testing.memory.tracker_head`) keeps the
+The ``nso-sam3`` toy decoder (:func:`~napari_sam3_onnx.toy.memory.tracker_head`) keeps the
 bright pixels within a token's radius of a positive click. That is enough for a user's clicks,
 but SAM's automatic generator (a grid of single clicks, kept when the predicted IoU exceeds
 0.88 and the stability score 0.95) needs what a trained decoder gives: a click near a blob
@@ -8,7 +8,7 @@ yields that blob and no piece of a neighbour, its edge does not move when the th
 one logit, and its predicted IoU says when the radius cut the blob. :func:`blob_refine` rewrites
 the decoder's outputs so:
 
-* **one blob per click**: the plane's blobs are :func:`~.toy_bundle.blob_partition`'s (bright
+* **one blob per click**: the plane's blobs are :func:`~.bundle.blob_partition`'s (bright
   = brightness > :data:`~.semantics.BRIGHT`); a positive click selects the blob whose centre is
   nearest, if within ``REACH * L`` mask cells, and the masks keep only that blob's pixels (a
   click far from every blob selects nothing: an empty mask and a negative object score). With
@@ -22,11 +22,11 @@ the decoder's outputs so:
 
 from __future__ import annotations
 
+from .blobs import REACH, blob_partition
 from .builder import GraphBuilder
 from .concepts import FAR, ints
 from .geometry import TestGeometry
 from .semantics import BRIGHT
-from .toy_blobs import REACH, blob_partition
 
 #: Factor on the decoder's logits (the toy head's brightness edge is 20 logits per unit).
 GAIN = 10.0
