@@ -18,8 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_output, keep_new, new_sibling, remove_ours, replace_into
-from .atomic import OutputTakenError
+from .atomic import (
+    OutputTakenError,
+    atomic_output,
+    keep_new,
+    new_sibling,
+    remove_ours,
+    replace_into,
+)
 from .ngff import write_ngff_labels
 from .provenance import ATTR, Provenance, sidecar
 
