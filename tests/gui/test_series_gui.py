@@ -87,6 +87,8 @@ def test_next_and_previous_by_keys_and_buttons_save_and_reload(series_dock, qtbo
     assert _image(w).data.shape == IMAGES["b"][0]
     names = [la.name for la in viewer.layers]
     assert "a" not in names and names.count("SAM objects") == 1, names
+    assert w.target.currentText() == "SAM objects"  # the plain name, as on the first image
+    assert w.series.where.currentText() == "into a folder..."  # what the series was opened with
     assert w.session.layers.target.data.shape == IMAGES["b"][0]
     assert not w.session.layers.target.data.any()  # b is not done: nothing loaded
 

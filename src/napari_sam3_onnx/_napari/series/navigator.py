@@ -138,6 +138,10 @@ class SeriesNavigator:
             self.host.notify(f"Cannot show {item.name}: {exc}")
             return False
         viewer, old = self.host.viewer, self.layer
+        if old is not None:  # the next image's target takes the plain name
+            for la in self._made_for(old):
+                if la.name == OBJECTS_NAME:
+                    la.name = f"{OBJECTS_NAME} ({old.name})"
         layer = viewer.add_image(data, name=item.name, rgb=data.ndim == 3,
                                  metadata={SERIES_KEY: item.key})
         self.layer = layer
@@ -148,9 +152,6 @@ class SeriesNavigator:
         self._loaded = None
         lay = self.host.session.layers
         if lay is not None and same(lay.image, layer):
-            if lay.target.name != OBJECTS_NAME and not any(
-                    la.name == OBJECTS_NAME for la in viewer.layers):
-                lay.target.name = OBJECTS_NAME
             if saved is not None:
                 lay.target.data = saved.astype(lay.target.data.dtype, copy=False)
                 self._loaded = saved
@@ -170,14 +171,18 @@ class SeriesNavigator:
     def _remove(self, old: Image) -> None:
         """Remove a series image and every layer the dock made for it (labels saved before)."""
         viewer = self.host.viewer
-        tag = f"{old.unique_id}/"
-        made = [la for la in viewer.layers
-                if str(la.metadata.get(OWNER_KEY) or "").startswith(tag)]
+        made = self._made_for(old)
         if old in viewer.layers:
             viewer.layers.remove(old)
         for la in made:
             if la in viewer.layers:
                 viewer.layers.remove(la)
+
+    def _made_for(self, image: Image) -> list:
+        """The layers the dock made for ``image`` (tagged with its ``unique_id``)."""
+        tag = f"{image.unique_id}/"
+        return [la for la in self.host.viewer.layers
+                if str(la.metadata.get(OWNER_KEY) or "").startswith(tag)]
 
     def close(self) -> None:
         """Forget the series (the layers stay for the user)."""

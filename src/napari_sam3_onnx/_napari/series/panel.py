@@ -27,6 +27,7 @@ from napari_sam3_onnx._napari.compact import compact_combo
 from napari_sam3_onnx._napari.host import DockHost
 from napari_sam3_onnx._napari.series.navigator import SeriesNavigator
 from napari_sam3_onnx.api.series_labels import FORMATS
+from napari_sam3_onnx.api.series_state import STATE_NAME
 
 #: Viewer keys: previous and next image (napari binds neither).
 KEYS = {"PageUp": "previous", "PageDown": "next"}
@@ -93,7 +94,12 @@ class SeriesPanel(QGroupBox):
              labels_format: str | None = None):
         """Open a series (what the buttons do after their dialogs); the ImageSeries or None."""
         fmt = labels_format or self.format.currentText()
-        return self.navigator.open(source, out, fmt)
+        series = self.navigator.open(source, out, fmt)
+        if series is not None:  # the choices shown are the open series' own
+            self.where.setCurrentText(BESIDE if out is None else FOLDER)
+            self.format.setCurrentText(fmt)
+            self.where.setToolTip(f"Labels and {STATE_NAME} go to {series.state.path.parent}")
+        return series
 
     def release(self) -> None:
         """The dock goes: unbind the keys (the layers and saved files stay)."""
