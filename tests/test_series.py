@@ -98,8 +98,10 @@ def test_a_changed_or_missing_saved_file_is_not_done(folder, tmp_path):
     series = ImageSeries.open(folder, out=out)
     a = series.save(0, _labels(SHAPES["a"]))
     b = series.save(1, _labels(SHAPES["b"]))
+    assert series.done_flags() == [True, True, False]
     tifffile.imwrite(a, _labels(SHAPES["a"], 9))  # changed by someone else
     b.unlink()
+    assert series.done_flags() == [False, False, False]  # seen by the open series too
     again = ImageSeries.open(folder, out=out)
     assert again.done_flags() == [False, False, False] and again.position == 0
     assert again.needs_confirmation(0)  # the changed file is not ours any more
@@ -203,3 +205,20 @@ def test_cli_skip_done_skips_what_the_series_saved_and_marks_what_it_does(
     assert main(args) != 0  # ... and not replaced without --overwrite
     assert "already exists" in capsys.readouterr().err
     np.testing.assert_array_equal(tifffile.imread(out / "wide.tif"), _labels((70, 130), 2))
+
+
+def test_png_images_are_items_and_rgb_labels_take_the_plane_shape(tmp_path):
+    from skimage.io import imsave
+
+    src = tmp_path / "photos"
+    src.mkdir()
+    rgb = np.zeros((45, 70, 3), np.uint8)
+    rgb[10:20, 30:50] = (200, 40, 10)
+    imsave(src / "field.png", rgb, check_contrast=False)
+    tifffile.imwrite(src / "gray.tif", blob_image((33, 81)))
+    series = ImageSeries.open(src)
+    assert [i.name for i in series.items] == ["field", "gray"]
+    np.testing.assert_array_equal(series.read(0), rgb)
+    path = series.save(0, _labels((45, 70), 2, (5, 5)))
+    assert path == src / "field_labels.tif"
+    assert [i.name for i in ImageSeries.open(src).items] == ["field", "gray"]

@@ -1,6 +1,7 @@
 """The images of a series, in order: a folder of 2-D images, a multi-series TIFF, an OME-Zarr.
 
-A folder gives each image :func:`~.io.expand_inputs` finds in it (sorted by name), with a TIFF
+A folder gives each image :func:`~.io.expand_inputs` finds in it, and its PNG, JPEG and BMP
+files (read with scikit-image), sorted by name, with a TIFF
 holding several full-size series (stage positions, wells) or an OME-Zarr holding several images
 (bioformats2raw's layout: one image group per child) counted as one item per image. Labels files
 a series saved beside its images (``NAME_labels.tif`` next to ``NAME.tif``) are not items.
@@ -19,6 +20,19 @@ from .ngff import is_ngff_image
 
 #: What a labels file saved beside its image adds to the image's name.
 BESIDE_SUFFIX = "_labels"
+#: Endings of 2-D images read with scikit-image (a series only; the batch commands take
+#: TIFF, ``.npy`` and zarr).
+PLAIN_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+#: An image file's ending, stripped from its name.
+_ENDING = re.compile(r"(\.ome)?\.(tiff?|npy|zarr|png|jpe?g|bmp)$", re.IGNORECASE)
+
+
+def _stem(name: str) -> str:
+    return _ENDING.sub("", name)
+
+
+def _is_plain(path: Path) -> bool:
+    return path.is_file() and path.name.lower().endswith(PLAIN_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -53,7 +67,10 @@ class SeriesItem:
         InputError
             Not readable, or not one 2-D (gray or RGB) image after dropping singleton axes.
         """
-        data = np.asarray(read_image(self.path, self.series))
+        if _is_plain(Path(self.path)):
+            data = _read_plain(Path(self.path))
+        else:
+            data = np.asarray(read_image(self.path, self.series))
         while data.ndim > 2 and data.shape[0] == 1:
             data = data[0]
         rgb = data.ndim == 3 and data.shape[-1] in (3, 4)
@@ -65,14 +82,43 @@ class SeriesItem:
     def beside_stem(self) -> Path:
         """The image's path without its ending (and with its series): labels go beside it."""
         path = Path(self.path)
-        base = re.sub(r"(\.ome)?\.(tiff?|npy|zarr)$", "", path.name, flags=re.IGNORECASE)
+        base = _stem(path.name)
         if is_ngff_image(path) and path.parent.name.lower().endswith(".zarr"):
             container = path.parent
-            stem = re.sub(r"(\.ome)?\.zarr$", "", container.name, flags=re.IGNORECASE)
-            return container.parent / f"{stem}_{path.name}"
+            return container.parent / f"{_stem(container.name)}_{path.name}"
         if self.series is not None:
             base = f"{base}_s{self.series}"
         return path.parent / base
+
+
+def _read_plain(path: Path) -> np.ndarray:
+    """A PNG, JPEG or BMP file as an array (scikit-image's reader)."""
+    from skimage.io import imread
+
+    try:
+        return np.asarray(imread(path))
+    except Exception as exc:
+        raise InputError(f"Cannot read {path} as an image ({type(exc).__name__}: {exc}).") \
+            from exc
+
+
+def _folder_images(folder: Path, skip: tuple[Path, ...]) -> list[Path]:
+    """The images of a folder: what the batch commands read, plus PNG/JPEG/BMP files."""
+    plain = sorted(p for p in folder.iterdir() if _is_plain(p))
+    try:
+        found = expand_inputs([folder], skip=skip)
+    except InputError:
+        if not plain:
+            raise
+        found = []
+    return sorted([*found, *plain])
+
+
+def _names(paths: list[Path]) -> list[str]:
+    """Unique names: :func:`~.io.image_names`, without a PNG/JPEG/BMP ending where unique."""
+    names = image_names(paths)
+    short = [_stem(n) if _is_plain(p) else n for p, n in zip(paths, names, strict=True)]
+    return [s if short.count(s) == 1 else n for s, n in zip(short, names, strict=True)]
 
 
 def _tiff_series(path: Path) -> list[int] | None:
@@ -115,7 +161,7 @@ def _expand(path: Path, name: str) -> list[SeriesItem]:
 
 def _is_beside_labels(path: Path, stems: set[str]) -> bool:
     """Whether ``path`` is ``STEM_labels.*`` beside an image called ``STEM.*``."""
-    base = re.sub(r"(\.ome)?\.(tiff?|npy|zarr)$", "", path.name, flags=re.IGNORECASE)
+    base = _stem(path.name)
     return base.endswith(BESIDE_SUFFIX) and base[: -len(BESIDE_SUFFIX)] in stems
 
 
@@ -135,16 +181,19 @@ def list_items(source: Path | str, skip: tuple[Path, ...] = ()) -> list[SeriesIt
         ``source`` does not exist or holds no image.
     """
     source = Path(source)
-    if is_image_path(source) or source.is_file():
+    if _is_plain(source):
+        paths = [source]
+    elif is_image_path(source) or source.is_file():
         paths = expand_inputs([source])
+    elif source.is_dir():
+        paths = _folder_images(source, skip)
     else:
-        paths = expand_inputs([source], skip=skip)
-    stems = {re.sub(r"(\.ome)?\.(tiff?|npy|zarr)$", "", p.name, flags=re.IGNORECASE)
-             for p in paths}
+        paths = expand_inputs([source])  # says what is wrong with it
+    stems = {_stem(p.name) for p in paths}
     paths = [p for p in paths if not _is_beside_labels(p, stems)]
     if not paths:
         raise InputError(f"{source} holds no image (only labels files).")
-    names = image_names(paths)
+    names = _names(paths)
     items = [item for p, n in zip(paths, names, strict=True) for item in _expand(p, n)]
     if not items:
         raise InputError(f"{source} holds no image.")

@@ -63,6 +63,10 @@ class SeriesState:
     labels_format: str = "tif"
     where: str = "folder"
     done: dict[str, DoneEntry] = field(default_factory=dict)
+    #: key -> (the file's stat signature and recorded digest, the answer): a file is hashed
+    #: again only when its size, times or inode changed.
+    _checked: dict[str, tuple[tuple, bool]] = field(default_factory=dict, repr=False,
+                                                     compare=False)
 
     @classmethod
     def load(cls, path: Path | str, labels_format: str = "tif",
@@ -113,9 +117,19 @@ class SeriesState:
             return False
         entry = self.done[key]
         try:
-            if path.is_file() and path.stat().st_size != entry.size:
+            if not path.is_file():  # a folder (OME-Zarr): its files may change in place
+                return file_digest(path) == (entry.sha256, entry.size)
+            st = path.stat()
+            if st.st_size != entry.size:
                 return False
-            return file_digest(path) == (entry.sha256, entry.size)
+            sig = (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+                   entry.sha256)
+            memo = self._checked.get(key)
+            if memo is not None and memo[0] == sig:
+                return memo[1]
+            answer = file_digest(path) == (entry.sha256, entry.size)
+            self._checked[key] = (sig, answer)
+            return answer
         except OSError:
             return False
 
