@@ -158,3 +158,16 @@ def test_closing_the_dock_unbinds_the_series_keys(series_dock, qtbot):
     viewer.window.remove_dock_widget(w.parent() if w.parent() else w)
     qtbot.wait(50)
     assert "PageDown" not in {str(k) for k in viewer.keymap}
+
+
+def test_labels_are_saved_even_after_the_user_removed_the_series_image(series_dock, qtbot):
+    viewer, w, tmp = series_dock
+    out = tmp / "out"
+    w.series.open(tmp / "images", out=out)
+    _click(viewer, qtbot, w, *IMAGES["a"][1][:2])
+    w.commit()
+    committed = np.asarray(w.session.layers.target.data).copy()
+    viewer.layers.remove(_image(w))  # the user deletes the image layer; its labels stay
+    qtbot.mouseClick(w.series.next, Qt.MouseButton.LeftButton)
+    np.testing.assert_array_equal(tifffile.imread(out / "a.tif"), committed)  # not lost
+    assert w.series.position.text().startswith("image 2 of 3: b")

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from napari.layers import Image
+from napari.layers import Image, Labels
 
 from napari_sam3_onnx._napari.host import DockHost
-from napari_sam3_onnx._napari.layers import OBJECTS_NAME, OWNER_KEY, same
+from napari_sam3_onnx._napari.layers import OBJECTS_NAME, OWNER_KEY, is_scratch, same
 from napari_sam3_onnx.api.io import InputError
 from napari_sam3_onnx.api.series import ImageSeries
 
@@ -48,6 +48,7 @@ class SeriesNavigator:
         self.series: ImageSeries | None = None
         self.layer: Image | None = None
         self._loaded: np.ndarray | None = None  # labels loaded back, to skip unchanged saves
+        self._saved_layer = None  # the Labels layer whose data save_current put on disk
 
     # ---- opening and moving -----------------------------------------------------------
     def open(self, source: Path | str, out: Path | str | None = None,
@@ -90,18 +91,30 @@ class SeriesNavigator:
 
     # ---- saving ----------------------------------------------------------------------
     def current_labels(self) -> np.ndarray | None:
-        """The labels drawn on the current series image (its target layer's data), or None."""
-        lay = self.host.session.layers
-        if self.layer is None or lay is None or not same(lay.image, self.layer):
+        """The data of :meth:`current_target`, or None."""
+        target = self.current_target()
+        return None if target is None else np.asarray(target.data)
+
+    def current_target(self) -> Labels | None:
+        """The Labels layer of the current series image, or None.
+
+        The dock's target layer while the dock annotates that image; else (the user chose
+        another image, or removed this one) the target layer the dock made for it.
+        """
+        if self.layer is None:
             return None
-        target = lay.target
-        if target not in self.host.viewer.layers:
-            return None
-        return np.asarray(target.data)
+        lay, layers = self.host.session.layers, self.host.viewer.layers
+        if lay is not None and same(lay.image, self.layer) and lay.target in layers:
+            return lay.target
+        made = [la for la in self._made_for(self.layer) if isinstance(la, Labels)
+                and not is_scratch(la) and la.name.startswith(OBJECTS_NAME)]
+        return made[0] if made else None
 
     def save_current(self) -> bool:
         """Save the current image's labels if it has any (False: refused or failed; stay)."""
-        series, labels = self.series, self.current_labels()
+        series, target = self.series, self.current_target()
+        self._saved_layer = target
+        labels = None if target is None else np.asarray(target.data)
         if series is None or labels is None or not labels.any():
             return True
         index = series.position
@@ -111,6 +124,7 @@ class SeriesNavigator:
         overwrite = False
         if series.needs_confirmation(index):
             if not self.confirm(series.target(index)):
+                self._saved_layer = None
                 self.host.notify(f"Not saved: {series.target(index)} exists. Choose another "
                                  "output folder, or confirm replacing it.")
                 return False
@@ -118,6 +132,7 @@ class SeriesNavigator:
         try:
             path = series.save(index, labels, overwrite=overwrite)
         except (InputError, OSError) as exc:
+            self._saved_layer = None
             self.host.notify(f"Labels of {series.items[index].name} not saved: {exc}")
             return False
         self._loaded = labels.copy()
@@ -174,8 +189,10 @@ class SeriesNavigator:
         made = self._made_for(old)
         if old in viewer.layers:
             viewer.layers.remove(old)
-        for la in made:
-            if la in viewer.layers:
+        for la in made:  # labels not just saved stay (a second target of the user's)
+            unsaved = (isinstance(la, Labels) and not is_scratch(la)
+                       and not same(la, self._saved_layer) and np.asarray(la.data).any())
+            if la in viewer.layers and not unsaved:
                 viewer.layers.remove(la)
 
     def _made_for(self, image: Image) -> list:
