@@ -222,3 +222,14 @@ def test_png_images_are_items_and_rgb_labels_take_the_plane_shape(tmp_path):
     path = series.save(0, _labels((45, 70), 2, (5, 5)))
     assert path == src / "field_labels.tif"
     assert [i.name for i in ImageSeries.open(src).items] == ["field", "gray"]
+
+
+def test_a_stack_in_the_folder_is_refused_when_read(tmp_path):
+    src = tmp_path / "mixed"
+    src.mkdir()
+    tifffile.imwrite(src / "stack.tif", np.zeros((3, 20, 30), np.uint8))
+    tifffile.imwrite(src / "plane.tif", np.zeros((1, 20, 30), np.uint8))  # singleton: fine
+    series = ImageSeries.open(src)
+    assert series.read(0).shape == (20, 30)
+    with pytest.raises(InputError, match="2-D images"):
+        series.read(1)

@@ -171,3 +171,22 @@ def test_labels_are_saved_even_after_the_user_removed_the_series_image(series_do
     qtbot.mouseClick(w.series.next, Qt.MouseButton.LeftButton)
     np.testing.assert_array_equal(tifffile.imread(out / "a.tif"), committed)  # not lost
     assert w.series.position.text().startswith("image 2 of 3: b")
+
+
+def test_an_image_that_cannot_be_shown_is_said_and_stepped_past(make_napari_viewer, hf_bundle,
+                                                                 tmp_path, qtbot):
+    viewer = make_napari_viewer()
+    _dock, w = open_plugin_widget(viewer)
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    tifffile.imwrite(folder / "a.tif", np.zeros((40, 70), np.uint8))
+    tifffile.imwrite(folder / "b.tif", np.zeros((3, 40, 70), np.uint8))  # a stack
+    tifffile.imwrite(folder / "c.tif", np.zeros((50, 30), np.uint8))
+    w.series.open(folder)
+    _key(viewer, qtbot, Qt.Key.Key_PageDown)
+    assert "Cannot show b" in w.status.text() and "2-D images" in w.status.text()
+    assert w.series.position.text() == "image 2 of 3: b (0 done, not shown)"
+    assert "a" not in [la.name for la in viewer.layers]
+    _key(viewer, qtbot, Qt.Key.Key_PageDown)
+    assert w.series.position.text().startswith("image 3 of 3: c")
+    assert w.session.image is not None and w.session.image.data.shape == (50, 30)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 from napari.layers import Image, Labels
+from qtpy.QtCore import QTimer
 
 from napari_sam3_onnx._napari.host import DockHost
 from napari_sam3_onnx._napari.layers import OBJECTS_NAME, OWNER_KEY, is_scratch, same
@@ -76,7 +77,7 @@ class SeriesNavigator:
         if self.series is None or not 0 <= index < len(self.series):
             return False
         if index == self.series.position and self.layer is not None:
-            return True
+            return True  # already shown
         if not self.save_current():
             return False
         return self._show(index)
@@ -150,7 +151,14 @@ class SeriesNavigator:
             data = series.read(index)
             saved = series.load_labels(index)
         except (InputError, OSError, ValueError) as exc:
-            self.host.notify(f"Cannot show {item.name}: {exc}")
+            # the position moves anyway, with no image shown, so Next / Previous get past it
+            if self.layer is not None:
+                self._remove(self.layer)
+            self.layer, self._loaded, series.position = None, None, index
+            message = f"Cannot show {item.name}: {exc} Next / Previous go on."
+            # after the dock's own news of the removed layer (said at the loop's next turn)
+            QTimer.singleShot(0, lambda: self._say(message))
+            self.changed()
             return False
         viewer, old = self.host.viewer, self.layer
         if old is not None:  # the next image's target takes the plain name
@@ -174,6 +182,13 @@ class SeriesNavigator:
         viewer.reset_view()
         self.changed()
         return True
+
+    def _say(self, message: str) -> None:
+        """``notify`` from a timer: the dock may be gone by then (never raise in a Qt slot)."""
+        try:
+            self.host.notify(message)
+        except RuntimeError:
+            pass
 
     def _select(self, layer: Image) -> None:
         """Make ``layer`` the dock's image (the chooser lists it once the viewer added it)."""

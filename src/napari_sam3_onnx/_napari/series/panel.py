@@ -123,9 +123,10 @@ class SeriesPanel(QGroupBox):
         self.previous.setEnabled(series.position > 0)
         self.next.setEnabled(series.position < len(series) - 1)
         flags = series.done_flags()
+        shown = "" if self.navigator.layer is not None else ", not shown"
         self.position.setText(f"image {series.position + 1} of {len(series)}: "
                               f"{series.items[series.position].name} "
-                              f"({sum(flags)} done)")
+                              f"({sum(flags)} done{shown})")
         self.items.clear()
         for item, done in zip(series.items, flags, strict=True):
             self.items.addItem((DONE_MARK if done else "   ") + item.name)
