@@ -105,8 +105,14 @@ def test_next_and_previous_by_keys_and_buttons_save_and_reload(series_dock, qtbo
     preview = w.session.layers.preview.data > 0
     assert iou(preview, _truth("c")) > 0.75
     assert not (preview & disc(IMAGES["b"][0], *IMAGES["b"][1])).any()  # not b's object
+    assert not (out / "c.tif").exists()  # a preview only: nothing to save yet
+    w.commit()
+    _key(viewer, qtbot, Qt.Key.Key_PageDown)  # on the last image: saves it, stays
+    assert (out / "c.tif").exists() and w.series.position.text().startswith("image 3 of 3")
+    (out / "c.tif").unlink()  # not done any more
 
-    _key(viewer, qtbot, Qt.Key.Key_PageUp)  # back to b: c had no committed labels
+    w.session.layers.target.data[...] = 0  # nothing left on c
+    _key(viewer, qtbot, Qt.Key.Key_PageUp)  # back to b: c has no labels, nothing saved
     assert not (out / "c.tif").exists()
     assert w.series.position.text().startswith("image 2 of 3: b")
     loaded = np.asarray(w.session.layers.target.data)
@@ -114,11 +120,17 @@ def test_next_and_previous_by_keys_and_buttons_save_and_reload(series_dock, qtbo
     assert iou(loaded > 0, _truth("b")) > 0.75
     _key(viewer, qtbot, Qt.Key.Key_PageUp)
     np.testing.assert_array_equal(np.asarray(w.session.layers.target.data), saved_a)
+    target = w.session.layers.target
+    target.data[5:9, 5:9] = 9  # painted in place, as napari's brush does
+    _key(viewer, qtbot, Qt.Key.Key_PageDown)  # the correction is saved over a.tif
+    assert (tifffile.imread(out / "a.tif")[5:9, 5:9] == 9).all()
+    _key(viewer, qtbot, Qt.Key.Key_PageUp)
+    saved_a[5:9, 5:9] = 9
     assert [w.series.items.item(i).text()[:1] for i in range(3)] == ["\u2713", "\u2713", " "]
 
     state = SeriesState.load(out / STATE_NAME)
-    assert sorted(state.done) == sorted(str((tmp / "images" / f"{n}.tif").resolve())
-                                        for n in "ab")
+    done = sorted(k for k in state.done if state.is_done(k))
+    assert done == sorted(str((tmp / "images" / f"{n}.tif").resolve()) for n in "ab")
     # reopening resumes at the first unfinished image
     w.series.open(tmp / "images", out=out)
     assert w.series.position.text().startswith("image 3 of 3: c")

@@ -83,7 +83,10 @@ class SeriesNavigator:
         return self._show(index)
 
     def next(self, _viewer=None) -> bool:
-        """The next image (the Next button and ``PageDown``)."""
+        """The next image (the Next button and ``PageDown``); on the last one, save it."""
+        if self.series is not None and self.series.position == len(self.series) - 1:
+            self.save_current()
+            return False
         return self.series is not None and self.go(self.series.position + 1)
 
     def previous(self, _viewer=None) -> bool:
@@ -176,8 +179,8 @@ class SeriesNavigator:
         lay = self.host.session.layers
         if lay is not None and same(lay.image, layer):
             if saved is not None:
-                lay.target.data = saved.astype(lay.target.data.dtype, copy=False)
-                self._loaded = saved
+                lay.target.data = saved.astype(lay.target.data.dtype)  # the layer's own copy:
+                self._loaded = saved  # painting in place must not change what was loaded
             viewer.layers.selection.active = lay.points
         viewer.reset_view()
         self.changed()

@@ -65,6 +65,10 @@ class SeriesPanel(QGroupBox):
         self.previous.clicked.connect(lambda _c=False: self.navigator.previous())
         self.next = QPushButton("Next [PgDn]")
         self.next.clicked.connect(lambda _c=False: self.navigator.next())
+        self.save = QPushButton("Save")
+        self.save.setToolTip("Save this image's labels now (moving on saves them too; PgDn on "
+                             "the last image saves it).")
+        self.save.clicked.connect(lambda _c=False: self.navigator.save_current())
         self.items = QListWidget()
         self.items.setMaximumHeight(110)
         self.items.itemClicked.connect(lambda it: self.navigator.go(self.items.row(it)))
@@ -80,6 +84,7 @@ class SeriesPanel(QGroupBox):
         steps = QHBoxLayout()
         steps.addWidget(self.previous)
         steps.addWidget(self.position, 1)
+        steps.addWidget(self.save)
         steps.addWidget(self.next)
         layout = QVBoxLayout(self)
         layout.addLayout(opens)
@@ -116,12 +121,13 @@ class SeriesPanel(QGroupBox):
         series = self.navigator.series
         self.items.setVisible(series is not None)
         if series is None:
-            self.previous.setEnabled(False)
-            self.next.setEnabled(False)
+            for button in (self.previous, self.next, self.save):
+                button.setEnabled(False)
             self.position.setText("No series open.")
             return
         self.previous.setEnabled(series.position > 0)
         self.next.setEnabled(series.position < len(series) - 1)
+        self.save.setEnabled(self.navigator.layer is not None)
         flags = series.done_flags()
         shown = "" if self.navigator.layer is not None else ", not shown"
         self.position.setText(f"image {series.position + 1} of {len(series)}: "
