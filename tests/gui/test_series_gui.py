@@ -202,3 +202,23 @@ def test_an_image_that_cannot_be_shown_is_said_and_stepped_past(make_napari_view
     _key(viewer, qtbot, Qt.Key.Key_PageDown)
     assert w.series.position.text().startswith("image 3 of 3: c")
     assert w.session.image is not None and w.session.image.data.shape == (50, 30)
+
+
+def test_open_folder_asks_for_the_images_then_the_output_folder(series_dock, qtbot,
+                                                                monkeypatch):
+    from qtpy.QtWidgets import QFileDialog
+
+    _viewer, w, tmp = series_dock
+    (tmp / "chosen").mkdir()
+    answers = iter([str(tmp / "images"), str(tmp / "chosen")])
+    asked: list = []
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory",
+                        lambda *a, **k: asked.append(a[1]) or next(answers))
+    w.series.where.setCurrentText("into a folder...")
+    w.series.format.setCurrentText("npy")
+    qtbot.mouseClick(w.series.open_button, Qt.MouseButton.LeftButton)
+    assert len(asked) == 2
+    series = w.series.navigator.series
+    assert series is not None and series.out == tmp / "chosen"
+    assert series.target(0) == tmp / "chosen" / "a.npy"
+    assert w.series.position.text().startswith("image 1 of 3: a")
