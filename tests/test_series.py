@@ -117,6 +117,8 @@ def test_outputs_are_checked_before_work(folder, tmp_path):
     with pytest.raises(InputError, match="model"):
         ImageSeries.open(folder, out=bundle / "labels", protected=[bundle])
     assert not (bundle / "labels").exists()
+    with pytest.raises(InputError, match="holds the images"):
+        ImageSeries.open(folder, out=folder)
     series = ImageSeries.open(folder, out=tmp_path / "out")
     with pytest.raises(InputError, match="shape"):
         series.save(0, _labels(SHAPES["b"]))  # another image's shape

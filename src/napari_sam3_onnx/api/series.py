@@ -119,6 +119,11 @@ class ImageSeries:
         beside = source if source.is_dir() and not is_image_path(source) else source.parent
         folder = check_output_folder(beside if out_path is None else out_path, items,
                                      protected, create=out_path is not None)
+        if out_path is not None and any(Path(os.path.realpath(i.path)).parent
+                                        == Path(os.path.realpath(out_path)) for i in items):
+            raise InputError(f"The output folder {out_path} holds the images: their labels "
+                             "would be listed as images next time. Save the labels beside "
+                             "each image (NAME_labels), or choose another folder.")
         where = "beside" if out_path is None else "folder"
         state = SeriesState.load(folder / STATE_NAME, labels_format, where)
         state.labels_format, state.where = labels_format, where
