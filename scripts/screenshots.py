@@ -15,7 +15,12 @@ SAM 3 dock, the toy model; no weights, not SAM 3) and saves a picture after each
   default settings, one object per nucleus;
 * ``first-session-propagate.png``: the Propagate tab after carrying the committed nuclei
   through the stack, seen on another slice;
-* ``propagation.png``: the propagated objects in napari's 3-D view.
+* ``propagation.png``: the propagated objects in napari's 3-D view;
+* ``series.png``: the dock's series mode on a folder of four sample images of different sizes,
+  two done (saved when the user moved on), the third with one nucleus committed and one
+  previewed.
+
+``python scripts/screenshots.py series`` makes the last one only.
 
 docs/first-session.md walks through the same steps. Every setting is the tab's default unless
 a step says otherwise. Exits non-zero (and writes nothing more) when a step finds nothing.
@@ -178,5 +183,57 @@ def main() -> int:
     return 0
 
 
+def series() -> int:
+    """The series mode: four 2-D sample images in a folder, two done, the third being worked on."""
+    import tempfile
+
+    import tifffile
+    from qtpy.QtWidgets import QApplication
+
+    from napari_sam3_onnx._napari.launch import open_viewer
+    from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
+
+    viewer, widget = open_viewer(test_bundle=True, sample=False, show=True)
+    app = QApplication.instance()
+    viewer.window._qt_window.resize(*SIZE)
+    crops = [(180, 240), (150, 220), (176, 200), (140, 236)]  # (rows, cols): all different
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "nuclei"
+        folder.mkdir()
+        truths = []
+        for k, (rows, cols) in enumerate(crops):
+            stack, truth = synthetic_nuclei(seed=k + 1)
+            tifffile.imwrite(folder / f"nuclei_{k + 1:02d}.tif", stack[PLANE, :rows, :cols])
+            truths.append(truth[PLANE, :rows, :cols])
+        if widget.series.open(folder, out=Path(tmp) / "labels") is None:
+            print(f"the series did not open: {widget.status.text()}", file=sys.stderr)
+            return 1
+        session = widget.session
+
+        def click(centre) -> None:
+            session.layers.points.add(list(centre))
+            _wait(app, lambda: not session.pending)
+
+        for image, truth in enumerate(truths[:3]):
+            ids = [int(i) for i in np.unique(truth) if i]
+            centres = [np.argwhere(truth == i).mean(axis=0) for i in ids]
+            for centre in centres[: 2 if image == 2 else None]:
+                click(centre)
+                if not session.layers.preview.data.any():
+                    print(f"image {image + 1}: a click previewed nothing", file=sys.stderr)
+                    return 1
+                if image < 2 or centre is centres[0]:
+                    widget.commit()
+            if image < 2 and not widget.series.navigator.next():
+                print(f"did not move on: {widget.status.text()}", file=sys.stderr)
+                return 1
+        viewer.layers.selection.active = session.layers.points
+        _save(app, viewer, "series.png")
+    viewer.close()
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:] == ["series"]:
+        sys.exit(series())
+    sys.exit(main() or series())

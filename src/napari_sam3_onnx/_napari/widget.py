@@ -42,6 +42,7 @@ from napari_sam3_onnx._napari.model.panel import ModelPanel
 from napari_sam3_onnx._napari.panels import extra_panels
 from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx._napari.save_labels import SaveLabelsButton
+from napari_sam3_onnx._napari.series.panel import SeriesPanel
 from napari_sam3_onnx._napari.series_hint import SeriesHint
 from napari_sam3_onnx._napari.tiling_switch import tile_switch, tile_tooltip
 
@@ -139,6 +140,8 @@ class SamDock(QWidget):
         layout.addWidget(self.model)
         self.series_hint = SeriesHint(napari_viewer, self.image)  # every tab's image
         layout.addWidget(self.series_hint)
+        self.series = SeriesPanel(self)  # a folder's images one by one, every tab on each
+        layout.addWidget(self.series)
         layout.addWidget(self.tabs)
         self.save_labels = SaveLabelsButton(napari_viewer, self.notify)
         layout.addWidget(self.save_labels)
@@ -150,7 +153,8 @@ class SamDock(QWidget):
         napari_viewer.layers.events.moved.connect(self._refresh_choices)
         self._bind_keys(napari_viewer)
         self._bound_layers: list = []
-        self._teardown = partial(_teardown, napari_viewer, self.session, self._bound_layers)
+        self._teardown = partial(_teardown, napari_viewer, self.session, self._bound_layers,
+                                 self.series.release)
         self._docked = False
         self.moving = False  # True while a menu entry moves the widget into its own dock
         self.destroyed.connect(self._teardown)
@@ -307,7 +311,7 @@ class SamDock(QWidget):
         self.viewer.status = text
 
 
-def _teardown(viewer, session, bound_layers: list, _obj=None) -> None:
+def _teardown(viewer, session, bound_layers: list, close_series=None, _obj=None) -> None:
     """The widget is gone: stop the session and unbind its keys from the viewer and layers.
 
     Runs once, whichever comes first (the dock closed, the widget destroyed, the interpreter
@@ -317,6 +321,8 @@ def _teardown(viewer, session, bound_layers: list, _obj=None) -> None:
         return
     try:
         session.close()
+        if close_series is not None:
+            close_series()
         for owner in (viewer, *bound_layers):
             for key in (*KEYS, *(LAYER_KEYS if owner is not viewer else ())):
                 owner.bind_key(key, None)

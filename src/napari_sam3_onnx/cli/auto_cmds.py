@@ -27,6 +27,7 @@ from .guard import bundle_paths, check_not_protected, check_outputs, check_store
 from .progress import Bar
 from .replay_cmd import record_for
 from .result_files import write_labels, write_table
+from .series_skip import add_skip_done, skip_done
 
 #: Options named as SAM's ``SamAutomaticMaskGenerator`` arguments (``--points-per-side``, ...).
 SAM_OPTIONS = (("points_per_side", int), ("points_per_batch", int), ("pred_iou_thresh", finite),
@@ -56,7 +57,7 @@ def cmd_segment_all(args: argparse.Namespace) -> int:
     """Automatic masks on every slice; labels to --out, objects to --table."""
     settings = _settings(args)
     paths = expand_inputs(args.inputs, skip=[args.store])
-    many = len(paths) > 1 or args.workers or args.scheduler
+    many = len(paths) > 1 or args.workers or args.scheduler or args.skip_done
     if args.propagate_from is not None and (many or args.rgb or args.slices):
         raise InputError("--propagate-from takes one gray 3-D stack: leave out --workers, "
                          "--scheduler, --rgb and --slices.")
@@ -142,6 +143,10 @@ def _segment_files(args: argparse.Namespace, paths: list[Path],
     if args.scheduler or args.workers:
         _need_distributed()
     names = image_names(paths)
+    paths, names, marks = skip_done(args, paths, names)
+    if not paths:
+        print(f"every image is done already -> {args.out}")
+        return 0
     targets = _file_outputs(args, paths, names)
     bundle = _bundle(args)
     bundle.adapter.require(Capability.CLICKS)
@@ -166,6 +171,7 @@ def _segment_files(args: argparse.Namespace, paths: list[Path],
                          replace=args.overwrite, provenance=records[res.position],
                          **_labels_metadata(args, paths[res.position],
                                             labels.ndim + (1 if args.rgb else 0)))
+            marks.mark(res.position, targets[res.position])
             rows.extend({"image": names[res.position], **r} for r in res.rows)
             bar.update(done, len(paths))
     finally:
@@ -261,6 +267,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        help="segment on a running dask.distributed scheduler (tcp://host:8786)")
     p.add_argument("--no-processes", action="store_true",
                    help="with --workers: threads in this process instead of worker processes")
+    add_skip_done(p)
     _tile_arg(p)
     _image_args(p)
     p.set_defaults(func=cmd_segment_all)
