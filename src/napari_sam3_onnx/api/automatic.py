@@ -168,7 +168,7 @@ def iter_segment_all(
     bundle.adapter.require(Capability.CLICKS)
     job = StackJob(data, image, axis, rgb, window, slices)
     view = job.view()
-    refs = [job.ref(view, index) for index in job.indices(view)]
+    refs = job.refs(view)
     st = None if store is None else bundle.open_store(store)
     encoder = bundle.encoder(st, EmbeddingCache(budget_bytes=0))
     yield from iter_segment_refs(bundle.adapter, encoder.embed, refs, settings, link_iou,

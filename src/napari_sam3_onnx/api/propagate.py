@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.cache import EmbeddingCache
-from ..engine.encoding import SliceRef
+from ..engine.encoding import SliceRef, refs_along_axis
 from ..engine.store.embedding_store import EmbeddingStore
-from ..engine.tracking.labels import LabelWriter, refs_along_axis
+from ..engine.tracking.labels import LabelWriter
 from ..engine.tracking.propagation import STACK_NEEDED, PropagationStep, drive
 from ..engine.tracking.propagation import iter_propagate as _iter_propagate
 from ..engine.tracking.types import Direction, PropagationResult, Seed

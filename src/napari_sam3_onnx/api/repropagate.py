@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from ..engine.cache import EmbeddingCache
-from ..engine.tracking.labels import LabelWriter, refs_along_axis
+from ..engine.encoding import refs_along_axis
+from ..engine.tracking.labels import LabelWriter
 from ..engine.tracking.propagation import STACK_NEEDED, drive
 from ..engine.tracking.steps import SliceOutput
 from ..engine.tracking.types import Direction, PropagationResult

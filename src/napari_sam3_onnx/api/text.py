@@ -102,7 +102,7 @@ def iter_search_text(
     bundle.adapter.require(Capability.TEXT)
     job = StackJob(data, image, axis, rgb, window, slices)
     view = job.view()
-    refs = [job.ref(view, index) for index in job.indices(view)]
+    refs = job.refs(view)
     workspace = bundle.workspace(store, EmbeddingCache(budget_bytes=0), as_tiling(tile))
     for step in iter_search(workspace, refs, phrases, floor=floor, min_area=min_area,
                             fill_holes=fill_holes, first_id=first_id, link_iou=link_iou,
