@@ -33,7 +33,7 @@ from ..engine.tracking.types import Method, PropagationResult, Seed
 from ..models.base import Capability
 from ..models.errors import PromptError
 from .automatic import AutoStep, auto_table_rows, iter_segment_refs
-from .bundles import Bundle
+from .bundles import Bundle, as_bundle
 from .jobs import StackJob
 from .propagate import check_stop_after, iter_propagate
 from .workspace import Workspace
@@ -234,7 +234,7 @@ class TrackedSegmentation:
 
 
 def segment_all_tracked(
-    bundle: Bundle,
+    model_or_folder: Bundle | Path | str,
     data,
     *,
     key: int | None = None,
@@ -254,7 +254,8 @@ def segment_all_tracked(
 
     Parameters
     ----------
-    bundle : Bundle
+    model_or_folder : Bundle, path or str
+        An opened bundle, a bundle folder or a registry id.
         A bundle with ``clicks`` (``memory`` for SAM 3's video memory).
     data : array-like or path
         ``(n, rows, cols)`` gray stack after moving ``axis`` first.
@@ -275,6 +276,7 @@ def segment_all_tracked(
     PromptError
         Not a 3-D stack, or ``key`` outside it.
     """
+    bundle = as_bundle(model_or_folder)
     job = StackJob(data, image, axis, window=window)
     view = job.view()
     if view.ndim != 3:

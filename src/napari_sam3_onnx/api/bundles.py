@@ -217,3 +217,15 @@ def open_bundle(
     folder = resolve_bundle(bundle, root)
     config = RuntimeConfig(providers=providers, intra_op_threads=int(threads))
     return Bundle(_open_adapter(folder, config), folder, config)
+
+
+def as_bundle(model_or_folder: Bundle | str | Path) -> Bundle:
+    """``model_or_folder`` if it is an opened :class:`Bundle`, else :func:`open_bundle` of it.
+
+    The one-call workflow functions take either, so ``api.segment_all("hf-tracker", data)``
+    works as well as ``api.segment_all(bundle, data)`` (the second reuses the bundle's sessions
+    and caches across calls).
+    """
+    if isinstance(model_or_folder, Bundle):
+        return model_or_folder
+    return open_bundle(model_or_folder)

@@ -13,7 +13,7 @@ from ..engine.concepts.search import DEFAULT_FLOOR, SliceResult, parse_concepts
 from ..engine.store.embedding_store import EmbeddingStore
 from ..engine.tiling.tiles import TileSettings, as_tiling
 from ..models.base import Capability
-from .bundles import Bundle
+from .bundles import Bundle, as_bundle
 from .jobs import StackJob
 from .search import check_search, iter_search
 
@@ -113,7 +113,7 @@ def iter_search_text(
 
 
 def search_text(
-    bundle: Bundle,
+    model_or_folder: Bundle | Path | str,
     data,
     concepts: str | Sequence[str],
     *,
@@ -136,7 +136,8 @@ def search_text(
 
     Parameters
     ----------
-    bundle : Bundle
+    model_or_folder : Bundle, path or str
+        An opened bundle, a bundle folder or a registry id.
         A bundle with the ``text`` capability and a tokenizer file in its folder.
     data : array-like or path
         ``(..., rows, cols[, channels])`` image.
@@ -173,6 +174,7 @@ def search_text(
     TextResult
         Labels, one table row per instance, and the number of slices searched.
     """
+    bundle = as_bundle(model_or_folder)
     view = StackJob(data, image, axis, rgb).view()
     shape = tuple(view.shape[:-1] if rgb else view.shape)
     labels = np.zeros(shape, np.int32) if out is None else out

@@ -15,7 +15,8 @@ from ..engine.automatic import AutoMaskSettings
 from ..engine.automatic.linking import LINK_IOU
 from ..models.base import Capability
 from .args import FMT, _image_args, _tile_arg, _wrap, finite, link_iou, whole
-from .batch_cmds import (
+from .guard import bundle_paths, check_not_protected, check_outputs, check_store
+from .labels_run import (
     _bundle,
     _labels_metadata,
     _need_distributed,
@@ -23,7 +24,6 @@ from .batch_cmds import (
     open_labels_run,
     write_labels_run,
 )
-from .guard import bundle_paths, check_not_protected, check_outputs, check_store
 from .output import write_labels, write_table
 from .progress import Bar
 from .replay_cmd import record_for
@@ -73,10 +73,8 @@ def cmd_segment_all(args: argparse.Namespace) -> int:
     record = _provenance(args, run.bundle, run.path, settings, job.indices(run.view), run.store)
 
     def results():
-        for step in api.iter_segment_all(
-            run.bundle, run.view, settings=settings, rgb=args.rgb, window=job.window,
-            slices=job.slices, store=run.store, image=job.image, link_iou=link, tile=args.tile,
-        ):
+        for step in api.iter_segment_all(run.workspace(args.tile), run.refs(),
+                                         settings=settings, link_iou=link):
             bar.update(step.done, step.total)
             rows.extend(api.automatic.auto_table_rows(step.result))
             yield step.index, step.result

@@ -11,9 +11,9 @@ from .. import api
 from ..api.io import InputError, image_names, planes_view
 from ..api.jobs import StackJob
 from .args import FMT, OUT_HELP, _image_args, _wrap, finite, whole
-from .batch_cmds import _bundle, _counted_store, _labels_metadata, _one_input, _outputs, _record
-from .batch_cmds import _window as window_of
 from .guard import bundle_paths, check_store
+from .labels_run import _bundle, _counted_store, _labels_metadata, _one_input, _outputs, _record
+from .labels_run import _window as window_of
 from .output import write_labels
 
 
