@@ -28,6 +28,7 @@ from .labels_run import (
     _outputs,
     _record,
     _window,
+    scratch_labels,
 )
 from .output import write_labels, write_table
 from .progress import Bar
@@ -85,15 +86,15 @@ def _cmd_repropagate(args: argparse.Namespace, path: Path) -> int:
     record = _record(args, args.store)
     store = _counted_store(bundle, record, args.store)
     bar = Bar("propagate", quiet=args.quiet)
-    try:
-        out, result = api.repropagate(
-            bundle, view, labels, args.seed_slice, args.ids, direction=args.direction,
-            index_range=index_range, stop_after_absent=args.stop_after, rgb=args.rgb,
-            window=job.window, store=store, image=name, progress=bar.update)
-    finally:
-        bar.close()
-    write_propagated(args, out.astype(np.int32), _labels_metadata(args, path, view.ndim),
-                      record)
+    with scratch_labels(args.out, labels.shape, labels.dtype) as scratch:
+        try:
+            out, result = api.repropagate(
+                bundle, view, labels, args.seed_slice, args.ids, direction=args.direction,
+                index_range=index_range, stop_after_absent=args.stop_after, rgb=args.rgb,
+                window=job.window, store=store, image=name, progress=bar.update, out=scratch)
+        finally:
+            bar.close()
+        write_propagated(args, out, _labels_metadata(args, path, view.ndim), record)
     ids = ", ".join(map(str, sorted(result.objects)))
     print(f"{result.method} re-propagation of label(s) {ids} from slice {args.seed_slice} -> "
           f"{args.out} (only these ids changed, on the slices reached).")
@@ -125,18 +126,20 @@ def cmd_propagate(args: argparse.Namespace) -> int:
     name = claim_names(store, [job])[0].image
     provenance = record_for(args, "propagate", bundle, path,
                             {"seeds": seeds_to_json(seeds)}, store=store)
-    bar = Bar("propagate", quiet=args.quiet)
-    try:
-        labels, result = api.propagate(
-            bundle, view, seeds, fixed=args.fixed or (), rgb=args.rgb, window=job.window,
-            direction=args.direction, index_range=index_range, stop_after_absent=args.stop_after,
-            store=store, image=name, progress=bar.update)
-    finally:
-        bar.close()
     meta = _labels_metadata(args, path, view.ndim)
-    if len(meta.get("axes", "")) != labels.ndim:
+    if len(meta.get("axes", "")) != 3:
         meta.pop("axes", None)  # 4-D input propagated at one fixed index: 3-D labels
-    write_propagated(args, labels, meta, record, provenance)
+    bar = Bar("propagate", quiet=args.quiet)
+    with scratch_labels(args.out, (int(view.shape[0]), *plane)) as scratch:
+        try:
+            labels, result = api.propagate(
+                bundle, view, seeds, fixed=args.fixed or (), rgb=args.rgb, window=job.window,
+                direction=args.direction, index_range=index_range,
+                stop_after_absent=args.stop_after, store=store, image=name,
+                progress=bar.update, out=scratch)
+        finally:
+            bar.close()
+        write_propagated(args, labels, meta, record, provenance)
     stops = "; ".join(f"object {oid}: " + ", ".join(f"{d} stopped at {s.index} ({s.reason})"
                                                       for d, s in t.stops.items())
                       for oid, t in result.objects.items())
