@@ -40,18 +40,18 @@ def big_stack(tmp_path_factory):
     return path
 
 
-def _peak(argv) -> tuple[int, int]:
+def _peak(argv, warm_options=("--range", "18:22")) -> tuple[int, int]:
     """The exit code and the ``tracemalloc`` peak (bytes) of one command run in this process.
 
-    The same command runs first on four slices, so the modules it imports on first use (scipy,
-    the exporter-free ONNX helpers...) are loaded before the count starts: what is counted is
-    the run's own data.
+    The same command runs first (with ``warm_options``: on four slices), so the modules it
+    imports on first use (scipy, the ONNX helpers...) are loaded before the count starts: what
+    is counted is the run's own data.
     """
     warm = [str(a) for a in argv]
     for flag, suffix in (("--out", ".warm.npy"), ("--table", ".warm.csv")):
         if flag in warm:
             warm[warm.index(flag) + 1] += suffix
-    assert main([*warm, "--range", "18:22"]) == 0
+    assert main([*warm, *warm_options]) == 0
     tracemalloc.start()
     try:
         code = main([str(a) for a in argv])
@@ -99,4 +99,43 @@ def test_repropagate_streams_its_seed_labels_and_output(pag, big_stack, tmp_path
     for z in (0, 20, Z - 1):
         both = ((labels[z] == 5) & (truth[z] > 0)).sum()
         assert both / ((labels[z] == 5) | (truth[z] > 0)).sum() > 0.6
+    assert peak < BUDGET, f"peak {peak / 1e6:.1f} MB over the {BUDGET / 1e6:.1f} MB budget"
+
+
+def test_refine_reads_and_writes_its_labels_plane_by_plane(pag, big_stack, tmp_path):
+    # Before: the labels were read whole and cast to int32 (two stacks in memory).
+    truth = np.load(big_stack, mmap_mode="r")
+    given = np.lib.format.open_memmap(tmp_path / "given.npy", mode="w+", dtype=np.int32,
+                                      shape=truth.shape)
+    for z in range(Z):
+        given[z, 60 + z - 10:60 + z + 10, 80 + 2 * z - 10:80 + 2 * z + 10] = 4  # a rough box
+    given.flush()
+    del given
+    out = tmp_path / "fixed.npy"
+    code, peak = _peak(["refine", pag, big_stack, "--labels", tmp_path / "given.npy", "--id", 4,
+                        "--index", 20, "--click", 80, 120, "--out", out, "--quiet"], ())
+    assert code == 0
+    fixed, given = np.load(out, mmap_mode="r"), np.load(tmp_path / "given.npy", mmap_mode="r")
+    assert fixed.shape == (Z, ROWS, COLS)
+    assert all(np.array_equal(fixed[z], given[z]) for z in range(Z) if z != 20)
+
+    def iou(plane):
+        return ((plane == 4) & (truth[20] > 0)).sum() / ((plane == 4) | (truth[20] > 0)).sum()
+
+    assert iou(fixed[20]) > iou(given[20]) + 0.05  # SAM's answer fits the disc better
+    assert peak < BUDGET, f"peak {peak / 1e6:.1f} MB over the {BUDGET / 1e6:.1f} MB budget"
+
+
+def test_tracked_segment_all_streams_its_labels(pag, big_stack, tmp_path):
+    # Before: segment-all --propagate-from built the whole int32 labels stack in memory.
+    out = tmp_path / "tracked.npy"
+    code, peak = _peak(["segment-all", pag, big_stack, "--propagate-from", 20,
+                        "--points-per-side", 8, "--out", out, "--quiet"], ())
+    assert code == 0
+    labels = np.load(out, mmap_mode="r")
+    truth = np.load(big_stack, mmap_mode="r")
+    assert labels.shape == (Z, ROWS, COLS)
+    for z in (0, 20, Z - 1):  # the disc is found on the key slice and carried both ways
+        ids, counts = np.unique(labels[z][truth[z] > 0], return_counts=True)
+        assert ids[np.argmax(counts)] != 0
     assert peak < BUDGET, f"peak {peak / 1e6:.1f} MB over the {BUDGET / 1e6:.1f} MB budget"

@@ -247,6 +247,7 @@ def segment_all_tracked(
     stop_after_absent: int | None = 2,
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    out=None,
 ) -> TrackedSegmentation:
     """Automatic objects of the ``key`` plane, each carried through a 3-D stack.
 
@@ -270,6 +271,14 @@ def segment_all_tracked(
         ``progress(done, total)`` in planes.
     cancelled : callable, optional
         Cancel token; the planes finished are kept.
+    out : array-like, optional
+        Where to write the labels: ``(n, rows, cols)`` int32, all zeros (e.g. a ``.npy``
+        memmap, so the stack is never held whole); default a new numpy array.
+
+    Examples
+    --------
+    >>> res = api.segment_all_tracked("hf-tracker", stack, key=20, window=(500, 4000))
+    >>> res.labels.shape == stack.shape, res.labels.dtype          # (z, rows, cols) int32
 
     Raises
     ------
@@ -285,7 +294,10 @@ def segment_all_tracked(
     n = int(view.shape[0])
     key = check_key(n // 2 if key is None else key, n)
     workspace = bundle.workspace(store, EmbeddingCache(), as_tiling(tile))
-    labels = np.zeros(view.shape, np.int32)
+    labels = np.zeros(view.shape, np.int32) if out is None else out
+    if tuple(labels.shape) != tuple(view.shape):
+        raise PromptError(f"out= has shape {tuple(labels.shape)}; the labels are "
+                          f"{tuple(view.shape)}.")
     table: list[dict] = []
     steps = iter_segment_tracked(workspace, job.refs(view), key, settings=settings,
                                  stop_after_absent=stop_after_absent, cancelled=cancelled)

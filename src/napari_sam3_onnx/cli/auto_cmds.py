@@ -22,6 +22,7 @@ from .labels_run import (
     _need_distributed,
     _window,
     open_labels_run,
+    scratch_labels,
     write_labels_run,
 )
 from .output import write_labels, write_table
@@ -92,16 +93,18 @@ def _segment_tracked(args: argparse.Namespace, run, settings: AutoMaskSettings) 
     bar = Bar("propagate", quiet=args.quiet)
     job = run.job
     record = _provenance(args, run.bundle, run.path, settings, store=run.store)
-    res = segment_all_tracked(run.bundle, run.view, key=args.propagate_from, settings=settings,
-                              window=job.window, store=run.store, image=job.image,
-                              tile=args.tile, progress=bar.update)
-    rows = sorted(res.table, key=lambda r: (r["index_0"], r["label"]))
+    with scratch_labels(args.out, run.view.shape) as scratch:  # filled out of order
+        res = segment_all_tracked(run.bundle, run.view, key=args.propagate_from,
+                                  settings=settings, window=job.window, store=run.store,
+                                  image=job.image, tile=args.tile, progress=bar.update,
+                                  out=scratch)
+        rows = sorted(res.table, key=lambda r: (r["index_0"], r["label"]))
 
-    def results():
-        for z in range(res.labels.shape[0]):
-            yield (z,), SimpleNamespace(labels=res.labels[z])
+        def results():
+            for z in range(res.labels.shape[0]):
+                yield (z,), SimpleNamespace(labels=res.labels[z])
 
-    write_labels_run(run, args, iter(results()), bar, auto_table_columns(1), rows, record)
+        write_labels_run(run, args, iter(results()), bar, auto_table_columns(1), rows, record)
     method = res.propagation.method if res.propagation is not None else "nothing to carry"
     print(f"{len(res.rows)} object(s) found on slice {res.key}, carried through "
           f"{res.labels.shape[0]} slice(s) ({method}) -> {args.out}"

@@ -209,7 +209,9 @@ def scratch_labels(near: Path, shape: Sequence[int], dtype=np.int32):
     The folder sits beside the output (same file system, not a memory-backed ``/tmp``) and has
     a name of its own; nothing the user named is touched.
     """
-    with tempfile.TemporaryDirectory(prefix=".sam3-scratch-", dir=Path(near).parent) as tmp:
+    # a file still mapped cannot be removed on Windows: the folder is then left, never an error
+    with tempfile.TemporaryDirectory(prefix=".sam3-scratch-", dir=Path(near).parent,
+                                     ignore_cleanup_errors=True) as tmp:
         labels = np.lib.format.open_memmap(Path(tmp) / "labels.npy", mode="w+", dtype=dtype,
                                            shape=tuple(int(n) for n in shape))
         try:
