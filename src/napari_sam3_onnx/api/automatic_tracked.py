@@ -159,6 +159,13 @@ def iter_segment_tracked(
         No model, fewer than two planes, ``key`` outside them, a bad ``stop_after_absent``.
     MissingCapabilityError
         The model has no SAM head (clicks).
+
+    Examples
+    --------
+    >>> ws = bundle.workspace()
+    >>> refs = api.refs_along_axis(stack, window=(500, 4000))   # stack: (z, rows, cols)
+    >>> for step in api.iter_segment_tracked(ws, refs, key=20):  # objects of z = 20, carried
+    ...     out[step.index] = step.result.labels
     """
     encoder, adapter = workspace.encoder, workspace.adapter
     if encoder is None or adapter is None:

@@ -71,6 +71,12 @@ class Bundle:
         :mod:`~napari_sam3_onnx.engine.store.bundle_digest`).
     cache : EmbeddingCache
         In-memory embeddings reused by :func:`~napari_sam3_onnx.api.segment` calls.
+
+    Examples
+    --------
+    >>> with api.open_bundle("hf-tracker") as bundle:          # sessions closed on exit
+    ...     ws = bundle.workspace("nuclei.zarr")                 # encoder over the store
+    ...     print(bundle.capabilities)
     """
 
     def __init__(
@@ -211,6 +217,11 @@ def open_bundle(
     -------
     Bundle
         Recognised from its graphs; weights load on first use.
+
+    Examples
+    --------
+    >>> bundle = api.open_bundle("hf-tracker", providers="cpu", threads=4)
+    >>> bundle = api.open_bundle("/data/models/my-export")     # a folder of .onnx files
     """
     if int(threads) < 0:
         raise InputError(f"threads={threads}: give 1 or more (or 0 for onnxruntime's choice).")

@@ -329,6 +329,11 @@ def search_like(
     -------
     ExemplarSearch
         ``labels`` has the input's shape (``(rows, cols)`` for a 2-D image).
+
+    Examples
+    --------
+    >>> res = api.search_like(bundle, stack, my_labels, positive=[4, 9], through_stack=True)
+    >>> res.labels.shape, res.objects                            # (z, rows, cols) int32, count
     """
     bundle = as_bundle(model_or_folder)
     view = planes_view(data, 0)

@@ -71,6 +71,13 @@ def iter_propagate(
     ------
     PromptError
         Fewer than two slices, bad seeds, object ids, range or ``stop_after_absent``.
+
+    Examples
+    --------
+    >>> ws = bundle.workspace("nuclei.zarr")
+    >>> refs = api.refs_along_axis(stack, window=(500, 4000))   # stack: (z, rows, cols)
+    >>> for step in api.iter_propagate(ws, refs, {1: api.Seed.clicks(4, [[40, 61]])}):
+    ...     print(step.index, sorted(step.outputs))              # slice, object ids on it
     """
     encoder = workspace.encoder
     if encoder is None or workspace.adapter is None:

@@ -165,6 +165,11 @@ def refine(model_or_folder: Bundle | Path | str, data, labels, label_id: int, po
         answer (a new array; ``labels`` is not changed).
     answer : ObjectMask
         SAM's answer (``mask`` ``(rows, cols)`` bool, ``low_res_logits`` to refine further).
+
+    Examples
+    --------
+    >>> plane, answer = api.refine(bundle, stack, cellpose, 5, [[40, 76]], index=(3,))
+    >>> plane.shape                                             # (rows, cols): label 5 refit
     """
     bundle = as_bundle(model_or_folder)
     view = planes_view(data, axis, rgb)

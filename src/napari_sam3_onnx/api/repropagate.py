@@ -106,6 +106,11 @@ def repropagate(
         A 2-D image, an id not on slice ``z``, no label there, or bad options.
     InputError
         ``labels`` does not have the image's shape.
+
+    Examples
+    --------
+    >>> fixed, run = api.repropagate(bundle, stack, labels, z=12, ids=[3, 7])
+    >>> fixed.shape == labels.shape                             # only ids 3 and 7 changed
     """
     bundle = as_bundle(model_or_folder)
     view = planes_view(data, 0, rgb)

@@ -173,6 +173,12 @@ def search_text(
     -------
     TextResult
         Labels, one table row per instance, and the number of slices searched.
+
+    Examples
+    --------
+    >>> res = api.search_text("wkentaro-sam3", "nuclei.tif", "nucleus, mitosis",
+    ...                       window=(500, 4000))
+    >>> res.labels.shape, len(res.rows)                         # (z, rows, cols) int32, table
     """
     bundle = as_bundle(model_or_folder)
     view = StackJob(data, image, axis, rgb).view()
