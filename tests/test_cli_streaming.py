@@ -139,3 +139,28 @@ def test_tracked_segment_all_streams_its_labels(pag, big_stack, tmp_path):
         ids, counts = np.unique(labels[z][truth[z] > 0], return_counts=True)
         assert ids[np.argmax(counts)] != 0
     assert peak < BUDGET, f"peak {peak / 1e6:.1f} MB over the {BUDGET / 1e6:.1f} MB budget"
+
+
+def test_text_and_segment_all_stay_streamed(pag, big_stack, tmp_path):
+    # These two streamed already (the guard against going back). Their per-plane work (a
+    # decoder batch of full-size masks for segment-all) is not the point, so the check is that
+    # the peak does not grow with the stack: 40 planes cost at most one plane more than 4.
+    from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
+    from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
+
+    wk = build_wkentaro_v03(tmp_path / "wk")
+    write_toy_tokenizer(wk)
+    plane = ROWS * COLS * 4
+    small = tmp_path / "small.npy"
+    np.save(small, np.load(big_stack, mmap_mode="r")[18:22])
+    for argv in (["text", wk, "{}", "--concepts", "nucleus"],
+                 ["segment-all", pag, "{}", "--points-per-side", 4]):
+        name = argv[0]
+        _, few = _peak([*[small if a == "{}" else a for a in argv], "--out",
+                        tmp_path / f"{name}4.npy", "--quiet"], ())
+        code, peak = _peak([*[big_stack if a == "{}" else a for a in argv], "--out",
+                            tmp_path / f"{name}.npy", "--quiet"], ("--slices", "18:22"))
+        assert code == 0 and np.load(tmp_path / f"{name}.npy", mmap_mode="r").shape == (
+            Z, ROWS, COLS)
+        assert peak < few + plane, f"{name}: {peak / 1e6:.1f} MB for {Z} planes, " \
+            f"{few / 1e6:.1f} MB for 4"
