@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from napari_sam3_onnx import api
+from napari_sam3_onnx.api.text import iter_search_text
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt, segment
 from napari_sam3_onnx.engine.tracking.types import Seed
@@ -86,7 +87,7 @@ class _EncodeCount:
 
 
 def text_stack(bundle: Bundle, stack: Stack, n: int, reps: int) -> Row | None:
-    """api.iter_search_text over ``n`` planes, cold caches (one concept), over its ONNX calls
+    """api.text.iter_search_text over ``n`` planes, cold caches (one concept), over its ONNX calls
     replayed: ``n`` x (encode + detect) and the one language-encoder run."""
     if bundle.texts() is None:
         return None
@@ -96,8 +97,8 @@ def text_stack(bundle: Bundle, stack: Stack, n: int, reps: int) -> Row | None:
         headless = api.Bundle(bundle.adapter, bundle.folder)  # a fresh language cache
         encodes = _EncodeCount(bundle.adapter)
         with encodes:
-            done = list(api.iter_search_text(headless, stack.data[:n], [CONCEPT],
-                                             window=stack.window))
+            done = list(iter_search_text(headless, stack.data[:n], [CONCEPT],
+                                         window=stack.window))
         state.update(language_calls=headless.texts.calls, encoder_calls=encodes.calls,
                      instances=sum(len(r.instances) for _, r in done))
 

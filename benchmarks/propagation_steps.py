@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import onnxruntime as ort
 
-    from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+    from napari_sam3_onnx.engine.encoding import SliceEncoder, refs_along_axis
     from napari_sam3_onnx.engine.tracking.propagation import iter_propagate
     from napari_sam3_onnx.engine.tracking.types import Seed
     from napari_sam3_onnx.models.bundle import open_adapter
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      intra_op_threads=args.threads))
     load_s = time.perf_counter() - t_load
     stack = _stack(args.slices, tuple(args.size))
-    refs = [SliceRef(stack, (z,), rgb=False, source="probe") for z in range(args.slices)]
+    refs = refs_along_axis(stack, source="probe")[:args.slices]
     rows, cols = args.size
     seed = {1: Seed.clicks(0, [(int(rows * 0.35), int(cols * 0.4))])}
     steps = iter_propagate(adapter, SliceEncoder(adapter), refs, seed, direction="forward",

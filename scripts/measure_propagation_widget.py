@@ -50,13 +50,13 @@ def one(folder: str, n: int) -> dict:
     from napari.layers import Labels
 
     from napari_sam3_onnx._napari.propagate.writer import RunWriter
-    from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+    from napari_sam3_onnx.engine.encoding import SliceEncoder, refs_along_axis
     from napari_sam3_onnx.engine.tracking.propagation import Seed, propagate
     from napari_sam3_onnx.models.bundle import open_adapter
 
     adapter = open_adapter(Path(folder))
     data, centres = stack(n)
-    refs = [SliceRef(data, (z,), window=(0.0, 3000.0), source="m") for z in range(n)]
+    refs = refs_along_axis(data, window=(0.0, 3000.0), source="m")[:n]
     seed = {1: Seed.clicks(n // 2, [centres[n // 2]])}
     SliceEncoder(adapter).embed_many(refs[:2])  # warm-up: sessions load lazily
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from napari_sam3_onnx.api.search import iter_search
 from napari_sam3_onnx.api.workspace import Workspace
-from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef, refs_along_axis
 from napari_sam3_onnx.models.bundle import open_adapter
 from napari_sam3_onnx.testing.geometry import FULL
 from napari_sam3_onnx.testing.scenes import BLOBS, planted_image
@@ -40,7 +40,7 @@ def planted_stack(slices: int, zoom: int = 8) -> np.ndarray:
 
 def refs_of(stack: np.ndarray, tag: str) -> list[SliceRef]:
     """One ref per slice of ``stack`` (a fresh ``tag`` = a cold cache)."""
-    return [SliceRef(stack, (z,), window=(0.0, 255.0), source=tag) for z in range(len(stack))]
+    return refs_along_axis(stack, window=(0.0, 255.0), source=tag)
 
 
 def timed_run(workspace: Workspace, refs: list[SliceRef], concepts: list[str]

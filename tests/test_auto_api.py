@@ -55,8 +55,9 @@ def test_segment_all_links_each_drifting_blob_into_one_id(folder, stack):
 def test_the_generator_yields_planes_and_stops_on_cancel(folder, stack):
     bundle = api.open_bundle(folder)
     seen = []
-    for step in api.iter_segment_all(bundle, stack, settings=FAST, cancelled=lambda: len(seen)
-                                     >= 2):
+    refs = api.refs_along_axis(stack, source="image")
+    for step in api.iter_segment_all(bundle.workspace(), refs, settings=FAST,
+                                     cancelled=lambda: len(seen) >= 2):
         seen.append(step)
     assert [s.index for s in seen] == [(0,), (1,)] and seen[-1].total == 5
     assert all(len(s.result.instances) == 3 for s in seen)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from napari_sam3_onnx import api
+from napari_sam3_onnx.api.text import iter_search_text
 from napari_sam3_onnx.engine.concepts.search import (
     Exemplars,
     TextCache,
@@ -117,8 +118,8 @@ def test_language_encoder_runs_once_per_phrase_over_a_stack(tokenizer, tmp_path)
     det = PlantedDetector({"nucleus": [(0.9, (0.0, 0.0, 0.2, 0.3))]})
     bundle = api.Bundle(det, tmp_path)  # the tokenizer fixture wrote its vocabulary there
     seen = []
-    out = list(api.iter_search_text(bundle, np.zeros((10, *SHAPE), np.uint8), ["nucleus"],
-                                    progress=lambda d, t: seen.append((d, t))))
+    out = list(iter_search_text(bundle, np.zeros((10, *SHAPE), np.uint8), ["nucleus"],
+                                progress=lambda d, t: seen.append((d, t))))
     assert bundle.texts.calls == 1 and len(det.text_calls) == 1 and len(det.detect_calls) == 10
     assert [idx for idx, _ in out] == [(z,) for z in range(10)] and det.encodes == 10
     assert [r.instances[0].id for _, r in out] == list(range(1, 11))
@@ -128,8 +129,8 @@ def test_language_encoder_runs_once_per_phrase_over_a_stack(tokenizer, tmp_path)
 def test_cancel_keeps_finished_slices(tokenizer, tmp_path):
     det = PlantedDetector({"nucleus": [(0.9, (0.0, 0.0, 0.2, 0.3))]})
     bundle = api.Bundle(det, tmp_path)
-    out = list(api.iter_search_text(bundle, np.zeros((10, *SHAPE), np.uint8), ["nucleus"],
-                                    cancelled=lambda: len(det.detect_calls) >= 4))
+    out = list(iter_search_text(bundle, np.zeros((10, *SHAPE), np.uint8), ["nucleus"],
+                                cancelled=lambda: len(det.detect_calls) >= 4))
     assert [idx for idx, _ in out] == [(0,), (1,), (2,), (3,)] and det.encodes == 4
 
 

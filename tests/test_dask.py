@@ -91,11 +91,11 @@ def test_a_failed_task_is_retried_without_corrupting_the_store(
 def test_in_memory_planes_travel_to_the_workers(hf_bundle, tmp_path):
     data = stack()
     bundle = api.open_bundle(hf_bundle)
-    local = api.encode_stack(bundle, data, tmp_path / "a.zarr", image="walk", window=(0, 3000))
+    local = api.precompute(bundle, data, tmp_path / "a.zarr", names=["walk"], window=(0, 3000))
     client = cluster.make_client(workers=2, processes=False)
     try:
-        spread = api.encode_stack(bundle, data, tmp_path / "b.zarr", image="walk",
-                                  window=(0, 3000), client=client, slices=slice(1, None))
+        spread = api.precompute(bundle, data, tmp_path / "b.zarr", names=["walk"],
+                                window=(0, 3000), client=client, slices=slice(1, None))
     finally:
         cluster.close_client(client)
     assert (local.encoded, spread.encoded) == (N, N - 1)

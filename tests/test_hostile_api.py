@@ -134,9 +134,9 @@ def test_threads_and_slice_steps_are_checked(hf_bundle):
     with pytest.raises(InputError, match="threads=-2"):
         api.open_bundle(hf_bundle, threads=-2)
     with pytest.raises(InputError, match="step must be a positive"):
-        api.parse_slices("0:5:0")
+        api.io.parse_slices("0:5:0")
     with pytest.raises(InputError, match="range 7:9 selects no plane"):
-        api.StackJob(STACK, slices=slice(7, 9)).indices()
+        api.jobs.StackJob(STACK, slices=slice(7, 9)).indices()
 
 
 @pytest.mark.parametrize(("options", "message"), [

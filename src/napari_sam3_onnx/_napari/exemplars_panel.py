@@ -182,9 +182,8 @@ class ExemplarPanel(QWidget):
                                                  others_negative=self.others.isChecked(),
                                                  max_per_plane=slots or None)
         version = self.host.session.data_version(image)
-        n = stack.shape[0]
-        refs = [layers.slice_ref(image, (k,) if data.ndim == 3 else (), version)
-                for k in range(n)]
+        refs = layers.refs_along(image, 0, (), version) if data.ndim == 3 \
+            else [layers.slice_ref(image, (), version)]
         text = self.concepts.text().strip()
         return refs, exemplars, parse_concepts(text) if text else [], notes
 

@@ -17,7 +17,7 @@ from typing import TypeVar
 import numpy as np
 from napari.layers import Image, Labels, Layer, Points, Shapes
 
-from napari_sam3_onnx.engine.encoding import SliceRef
+from napari_sam3_onnx.engine.encoding import SliceRef, refs_along_axis
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
 PROMPTS_NAME = "SAM prompts"
@@ -324,6 +324,17 @@ def slice_ref(image: Image, index: tuple[int, ...], data_version: Hashable) -> S
         source=image.unique_id,
         data_version=data_version,
     )
+
+
+def refs_along(image: Image, axis: int, fixed: tuple[int, ...],
+               data_version: Hashable) -> list[SliceRef]:
+    """The planes of an image layer along leading ``axis``, the others at ``fixed``.
+
+    The engine's one refs builder with the layer's data, window and identity, so the references
+    share the keys :func:`slice_ref` gives the same planes.
+    """
+    return refs_along_axis(base_data(image), axis, fixed, bool(image.rgb),
+                           contrast_window(image), image.unique_id, data_version)
 
 
 def index_label(image: Image, index: tuple[int, ...]) -> str:

@@ -1,10 +1,11 @@
 """Automatic instance segmentation of an image, plane by plane, with 3-D linking through stacks.
 
-:func:`iter_segment_all` is the one orchestration path: the API's :func:`segment_all`, the CLI's
-``segment-all`` and the dock's Automatic tab all consume it. It yields one :class:`AutoStep` per
-plane, as each finishes, and stops between planes (and between decoder batches) when the cancel
-token says so; embeddings come from (and go to) the embedding store when one is given, so a
-cancelled or interrupted run resumes without encoding again.
+:func:`iter_segment_all` (over a :class:`~.workspace.Workspace` and slice references, as every
+workflow) is the one orchestration path: the API's :func:`segment_all` and the CLI's
+``segment-all`` consume it, and the dock's Automatic tab its loop :func:`iter_segment_refs`. It
+yields one :class:`AutoStep` per plane, as each finishes, and stops between planes (and between
+decoder batches) when the cancel token says so; embeddings come from (and go to) the embedding
+store when one is given, so a cancelled or interrupted run resumes without encoding again.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from ..engine.tiling.tiled import input_side
 from ..engine.tiling.tiles import TileSettings, as_tiling
 from ..models.base import Capability, Embedding, SamAdapter
 from . import instance_table
-from .bundles import Bundle
+from .bundles import Bundle, as_bundle
+from .io import InputError
 from .jobs import StackJob
+from .workspace import Workspace
 
 #: Table columns before the ``index_<k>`` columns.
 AUTO_COLUMNS = instance_table.HEAD["automatic"]
@@ -140,34 +143,54 @@ def iter_segment_refs(
 
 
 def iter_segment_all(
-    bundle: Bundle,
-    data,
+    workspace: Workspace,
+    refs: Sequence[SliceRef],
     *,
     settings: AutoMaskSettings | None = None,
-    axis: int = 0,
-    rgb: bool = False,
-    window: tuple[float, float] | None = None,
-    slices: slice | None = None,
-    store: EmbeddingStore | Path | str | None = None,
-    image: str = "image",
     link_iou: float | None = LINK_IOU,
     first_id: int = 1,
-    tile: TileSettings | int | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> Iterator[AutoStep]:
-    """Segment every object on each selected plane; yield each plane as it finishes.
+    """Segment every object on each plane of ``refs``; yield each plane as it finishes.
 
-    See :func:`segment_all` for the parameters. Only one plane's data, embedding (one crop's
-    or tile's when cropped or tiled) and labels are held at a time.
+    Parameters
+    ----------
+    workspace : Workspace
+        A model with ``clicks``; its encoder (store-backed when a store is attached: a resumed
+        run encodes nothing twice) and tiling (large planes covered tile by tile).
+    refs : sequence of SliceRef
+        The planes, in order (consecutive planes of a stack are linked).
+    settings, link_iou, first_id
+        As in :func:`segment_all`.
+    cancelled : callable, optional
+        Cancel token, checked between planes and decoder batches.
+
+    Yields
+    ------
+    AutoStep
+        ``result.labels`` ``(rows, cols)`` int32 and the plane's objects.
+
+    Examples
+    --------
+    >>> ws = bundle.workspace("nuclei.zarr")                     # bundle = api.open_bundle(...)
+    >>> for step in api.iter_segment_all(ws, api.refs_along_axis(stack, window=(0, 3000))):
+    ...     out[step.index] = step.result.labels                 # one plane at a time
     """
-    bundle.adapter.require(Capability.CLICKS)
+    encoder = workspace.encoder
+    if encoder is None:
+        raise InputError("Load a model first: automatic segmentation needs a bundle.")
+    yield from iter_segment_refs(encoder.adapter, encoder.embed, refs, settings, link_iou,
+                                 first_id, workspace.tiling, cancelled)
+
+
+def _workspace_refs(bundle: Bundle, data, axis: int, rgb: bool,
+                    window: tuple[float, float] | None, slices: slice | None,
+                    store, image: str, tile: TileSettings | int | None):
+    """The workspace (no memory cache: each plane is read once) and the selected planes."""
     job = StackJob(data, image, axis, rgb, window, slices)
     view = job.view()
-    refs = [job.ref(view, index) for index in job.indices(view)]
-    st = None if store is None else bundle.open_store(store)
-    encoder = bundle.encoder(st, EmbeddingCache(budget_bytes=0))
-    yield from iter_segment_refs(bundle.adapter, encoder.embed, refs, settings, link_iou,
-                                 first_id, as_tiling(tile), cancelled)
+    workspace = bundle.workspace(store, EmbeddingCache(budget_bytes=0), as_tiling(tile))
+    return workspace, view, job.refs(view)
 
 
 @dataclass
@@ -191,7 +214,7 @@ class AutoSegmentation:
 
 
 def segment_all(
-    bundle: Bundle,
+    model_or_folder: Bundle | Path | str,
     data,
     *,
     settings: AutoMaskSettings | None = None,
@@ -211,8 +234,8 @@ def segment_all(
 
     Parameters
     ----------
-    bundle : Bundle
-        A bundle with the ``clicks`` capability.
+    model_or_folder : Bundle, path or str
+        An opened bundle, a bundle folder or a registry id, with the ``clicks`` capability.
     data : array-like or path
         ``(..., rows, cols[, channels])`` image.
     settings : AutoMaskSettings, optional
@@ -244,15 +267,21 @@ def segment_all(
     -------
     AutoSegmentation
         Labels, one table row per object and plane, and the planes done.
+
+    Examples
+    --------
+    >>> seg = api.segment_all("hf-tracker", api.read_image("nuclei.tif"), window=(500, 4000))
+    >>> seg.labels.shape, seg.labels.dtype                 # ((z, rows, cols), int32)
     """
-    view = StackJob(data, image, axis, rgb).view()
+    bundle = as_bundle(model_or_folder)
+    bundle.adapter.require(Capability.CLICKS)
+    workspace, view, refs = _workspace_refs(bundle, data, axis, rgb, window, slices, store,
+                                            image, tile)
     shape = tuple(view.shape[:-1] if rgb else view.shape)
     labels = np.zeros(shape, np.int32) if out is None else out
     result = AutoSegmentation(labels)
-    for step in iter_segment_all(
-        bundle, data, settings=settings, axis=axis, rgb=rgb, window=window, slices=slices,
-        store=store, image=image, link_iou=link_iou, tile=tile, cancelled=cancelled,
-    ):
+    for step in iter_segment_all(workspace, refs, settings=settings, link_iou=link_iou,
+                                 cancelled=cancelled):
         labels[step.index] = step.result.labels
         result.rows.extend(auto_table_rows(step.result))
         result.done = step.done

@@ -33,7 +33,7 @@ from ..engine.tracking.types import Method, PropagationResult, Seed
 from ..models.base import Capability
 from ..models.errors import PromptError
 from .automatic import AutoStep, auto_table_rows, iter_segment_refs
-from .bundles import Bundle
+from .bundles import Bundle, as_bundle
 from .jobs import StackJob
 from .propagate import check_stop_after, iter_propagate
 from .workspace import Workspace
@@ -159,6 +159,13 @@ def iter_segment_tracked(
         No model, fewer than two planes, ``key`` outside them, a bad ``stop_after_absent``.
     MissingCapabilityError
         The model has no SAM head (clicks).
+
+    Examples
+    --------
+    >>> ws = bundle.workspace()
+    >>> refs = api.refs_along_axis(stack, window=(500, 4000))   # stack: (z, rows, cols)
+    >>> for step in api.iter_segment_tracked(ws, refs, key=20):  # objects of z = 20, carried
+    ...     out[step.index] = step.result.labels
     """
     encoder, adapter = workspace.encoder, workspace.adapter
     if encoder is None or adapter is None:
@@ -234,7 +241,7 @@ class TrackedSegmentation:
 
 
 def segment_all_tracked(
-    bundle: Bundle,
+    model_or_folder: Bundle | Path | str,
     data,
     *,
     key: int | None = None,
@@ -247,6 +254,7 @@ def segment_all_tracked(
     stop_after_absent: int | None = 2,
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    out=None,
 ) -> TrackedSegmentation:
     """Automatic objects of the ``key`` plane, each carried through a 3-D stack.
 
@@ -254,7 +262,8 @@ def segment_all_tracked(
 
     Parameters
     ----------
-    bundle : Bundle
+    model_or_folder : Bundle, path or str
+        An opened bundle, a bundle folder or a registry id.
         A bundle with ``clicks`` (``memory`` for SAM 3's video memory).
     data : array-like or path
         ``(n, rows, cols)`` gray stack after moving ``axis`` first.
@@ -269,12 +278,21 @@ def segment_all_tracked(
         ``progress(done, total)`` in planes.
     cancelled : callable, optional
         Cancel token; the planes finished are kept.
+    out : array-like, optional
+        Where to write the labels: ``(n, rows, cols)`` int32, all zeros (e.g. a ``.npy``
+        memmap, so the stack is never held whole); default a new numpy array.
+
+    Examples
+    --------
+    >>> res = api.segment_all_tracked("hf-tracker", stack, key=20, window=(500, 4000))
+    >>> res.labels.shape == stack.shape, res.labels.dtype          # (z, rows, cols) int32
 
     Raises
     ------
     PromptError
         Not a 3-D stack, or ``key`` outside it.
     """
+    bundle = as_bundle(model_or_folder)
     job = StackJob(data, image, axis, window=window)
     view = job.view()
     if view.ndim != 3:
@@ -283,7 +301,10 @@ def segment_all_tracked(
     n = int(view.shape[0])
     key = check_key(n // 2 if key is None else key, n)
     workspace = bundle.workspace(store, EmbeddingCache(), as_tiling(tile))
-    labels = np.zeros(view.shape, np.int32)
+    labels = np.zeros(view.shape, np.int32) if out is None else out
+    if tuple(labels.shape) != tuple(view.shape):
+        raise PromptError(f"out= has shape {tuple(labels.shape)}; the labels are "
+                          f"{tuple(view.shape)}.")
     table: list[dict] = []
     steps = iter_segment_tracked(workspace, job.refs(view), key, settings=settings,
                                  stop_after_absent=stop_after_absent, cancelled=cancelled)

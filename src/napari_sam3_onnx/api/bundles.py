@@ -71,6 +71,12 @@ class Bundle:
         :mod:`~napari_sam3_onnx.engine.store.bundle_digest`).
     cache : EmbeddingCache
         In-memory embeddings reused by :func:`~napari_sam3_onnx.api.segment` calls.
+
+    Examples
+    --------
+    >>> with api.open_bundle("hf-tracker") as bundle:          # sessions closed on exit
+    ...     ws = bundle.workspace("nuclei.zarr")                 # encoder over the store
+    ...     print(bundle.capabilities)
     """
 
     def __init__(
@@ -211,9 +217,26 @@ def open_bundle(
     -------
     Bundle
         Recognised from its graphs; weights load on first use.
+
+    Examples
+    --------
+    >>> bundle = api.open_bundle("hf-tracker", providers="cpu", threads=4)
+    >>> bundle = api.open_bundle("/data/models/my-export")     # a folder of .onnx files
     """
     if int(threads) < 0:
         raise InputError(f"threads={threads}: give 1 or more (or 0 for onnxruntime's choice).")
     folder = resolve_bundle(bundle, root)
     config = RuntimeConfig(providers=providers, intra_op_threads=int(threads))
     return Bundle(_open_adapter(folder, config), folder, config)
+
+
+def as_bundle(model_or_folder: Bundle | str | Path) -> Bundle:
+    """``model_or_folder`` if it is an opened :class:`Bundle`, else :func:`open_bundle` of it.
+
+    The one-call workflow functions take either, so ``api.segment_all("hf-tracker", data)``
+    works as well as ``api.segment_all(bundle, data)`` (the second reuses the bundle's sessions
+    and caches across calls).
+    """
+    if isinstance(model_or_folder, Bundle):
+        return model_or_folder
+    return open_bundle(model_or_folder)

@@ -87,6 +87,11 @@ def evaluate(
     ------
     InputError
         Unequal numbers of predictions and ground truths, unequal shapes, or non-integer data.
+
+    Examples
+    --------
+    >>> report = api.evaluate("pred.tif", "truth.tif")            # label images, same shape
+    >>> report.overall                                          # mSA, F1, AP50 over the images
     """
     preds = list(pred) if isinstance(pred, (list, tuple)) else [pred]
     gts = list(gt) if isinstance(gt, (list, tuple)) else [gt]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ..engine.label_prompt import label_box
 from ..engine.tracking.types import Method, Seed
 from ..models.base import Capability
 from ..models.errors import PromptError
-from .bundles import Bundle
+from .bundles import Bundle, as_bundle
 from .io import InputError, planes_view
 from .jobs import StackJob
 from .propagate import iter_propagate
@@ -287,7 +288,7 @@ def search_from_labels(
 
 
 def search_like(
-    bundle: Bundle,
+    model_or_folder: Bundle | Path | str,
     data,
     labels,
     positive: Sequence[int] | None = None,
@@ -310,7 +311,8 @@ def search_like(
 
     Parameters
     ----------
-    bundle : Bundle
+    model_or_folder : Bundle, path or str
+        An opened bundle, a bundle folder or a registry id.
         A bundle with ``exemplars`` (``clicks`` too for ``through_stack``).
     data : array-like
         ``(rows, cols)`` image or ``(n, rows, cols)`` gray stack.
@@ -327,7 +329,13 @@ def search_like(
     -------
     ExemplarSearch
         ``labels`` has the input's shape (``(rows, cols)`` for a 2-D image).
+
+    Examples
+    --------
+    >>> res = api.search_like(bundle, stack, my_labels, positive=[4, 9], through_stack=True)
+    >>> res.labels.shape, res.objects                            # (z, rows, cols) int32, count
     """
+    bundle = as_bundle(model_or_folder)
     view = planes_view(data, 0)
     if view.ndim not in (2, 3):
         raise InputError(f"search_like takes a (rows, cols) image or an (n, rows, cols) stack; "

@@ -23,7 +23,15 @@ SUFFIXES = (".tif", ".tiff", ".npy", ".zarr")
 
 
 class InputError(Sam3OnnxError, ValueError):
-    """An input image cannot be used: unreadable, wrong dimensionality, bad slice range."""
+    """An input image cannot be used: unreadable, wrong dimensionality, bad slice range.
+
+    Examples
+    --------
+    >>> try:
+    ...     api.read_image("notes.txt")
+    ... except api.InputError as exc:                           # says what to give instead
+    ...     print(exc)
+    """
 
 
 def is_image_path(path: Path) -> bool:
@@ -158,6 +166,12 @@ def read_image(path: Path | str, series: int | None = None):
     ------
     InputError
         The file is missing, not readable as an image, or of an unsupported kind.
+
+    Examples
+    --------
+    >>> stack = api.read_image("nuclei.ome.zarr")               # lazy: nothing read yet
+    >>> stack.shape, stack.dtype                                # e.g. ((z, rows, cols), uint16)
+    >>> plane = np.asarray(stack[3])                            # one plane read
     """
     path = Path(path)
     if series is not None and not path.name.lower().endswith((".tif", ".tiff")):

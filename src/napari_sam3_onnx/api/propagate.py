@@ -16,15 +16,15 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.cache import EmbeddingCache
-from ..engine.encoding import SliceRef
+from ..engine.encoding import SliceRef, refs_along_axis
 from ..engine.store.embedding_store import EmbeddingStore
-from ..engine.tracking.labels import LabelWriter, refs_along_axis
+from ..engine.tracking.labels import LabelWriter
 from ..engine.tracking.propagation import STACK_NEEDED, PropagationStep, drive
 from ..engine.tracking.propagation import iter_propagate as _iter_propagate
 from ..engine.tracking.types import Direction, PropagationResult, Seed
 from ..models.base import Capability
 from ..models.errors import PromptError
-from .bundles import Bundle
+from .bundles import Bundle, as_bundle
 from .io import planes_view
 from .validate import check_object_id, check_seeds, check_window
 from .workspace import Workspace
@@ -71,6 +71,13 @@ def iter_propagate(
     ------
     PromptError
         Fewer than two slices, bad seeds, object ids, range or ``stop_after_absent``.
+
+    Examples
+    --------
+    >>> ws = bundle.workspace("nuclei.zarr")
+    >>> refs = api.refs_along_axis(stack, window=(500, 4000))   # stack: (z, rows, cols)
+    >>> for step in api.iter_propagate(ws, refs, {1: api.Seed.clicks(4, [[40, 61]])}):
+    ...     print(step.index, sorted(step.outputs))              # slice, object ids on it
     """
     encoder = workspace.encoder
     if encoder is None or workspace.adapter is None:
@@ -100,7 +107,7 @@ def check_stop_after(stop_after_absent: int | None) -> None:
 
 
 def propagate(
-    bundle: Bundle,
+    model_or_folder: Bundle | Path | str,
     data,
     seeds: Mapping[int, Seed | Sequence[Seed]],
     *,
@@ -115,12 +122,14 @@ def propagate(
     image: str = "image",
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    out=None,
 ) -> tuple[np.ndarray, PropagationResult]:
     """Carry objects from their seed slices through the stack along ``axis``.
 
     Parameters
     ----------
-    bundle : Bundle
+    model_or_folder : Bundle, path or str
+        An opened bundle, a bundle folder or a registry id.
         A bundle with ``clicks``; with ``memory`` it tracks with SAM 3's video memory,
         otherwise each slice is prompted from the previous one (carry-over).
     data : array-like
@@ -148,11 +157,14 @@ def propagate(
         The image's name in the store.
     progress, cancelled : callable, optional
         ``progress(done, total)``; ``cancelled()`` True ends the run with what is done.
+    out : array-like, optional
+        Where to write the labels: ``(n, rows, cols)`` int32, all zeros (e.g. a ``.npy``
+        memmap, so a stack larger than memory is never held whole); default a new numpy array.
 
     Returns
     -------
-    labels : numpy.ndarray
-        ``(n, rows, cols)`` int32 (0 = background, otherwise the object id).
+    labels : array-like
+        ``(n, rows, cols)`` int32 (0 = background, otherwise the object id): ``out`` when given.
     result : PropagationResult
         How each object's passes ended, the method used and the encoder calls.
 
@@ -160,7 +172,14 @@ def propagate(
     ------
     PromptError
         A 2-D image, bad seeds or object ids.
+
+    Examples
+    --------
+    >>> seeds = {1: api.Seed.clicks(4, [[40, 61]]), 2: api.Seed.from_mask(9, mask)}
+    >>> labels, run = api.propagate("hf-tracker", stack, seeds, window=(500, 4000))
+    >>> labels.shape == stack.shape, labels.dtype, run.method      # (z, rows, cols) int32
     """
+    bundle = as_bundle(model_or_folder)
     view = planes_view(data, axis, rgb)
     if view.ndim - (3 if rgb else 2) < 1:
         raise PromptError(STACK_NEEDED)
@@ -169,7 +188,10 @@ def propagate(
     refs = refs_along_axis(view, 0, fixed, rgb, win, source=image)
     if len(refs) < 2:
         raise PromptError(STACK_NEEDED)
-    labels = np.zeros((len(refs), *refs[0].plane_shape), np.int32)
+    shape = (len(refs), *refs[0].plane_shape)
+    labels = np.zeros(shape, np.int32) if out is None else out
+    if tuple(labels.shape) != shape:
+        raise PromptError(f"out= has shape {tuple(labels.shape)}; the labels are {shape}.")
     workspace = bundle.workspace(store, EmbeddingCache())
     steps = iter_propagate(workspace, refs, seeds, direction=direction,
                            index_range=index_range, stop_after_absent=stop_after_absent,

@@ -12,6 +12,7 @@ replace_label` is the commit rule: exactly that id's pixels on that plane change
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from ..engine.slices import extract_plane
 from ..engine.store.embedding_store import fingerprint
 from ..models.base import Capability, SamAdapter
 from ..models.errors import PromptError
-from .bundles import Bundle
+from .bundles import Bundle, as_bundle
 from .clicks import segment_object
 from .io import InputError, planes_view
 from .validate import check_points, check_window
@@ -134,15 +135,16 @@ def refine_label(encoder: SliceEncoder, ref: SliceRef, target: LabelTarget, poin
     return prompt, segment_object(encoder, replace(ref, region=None), prompt)
 
 
-def refine(bundle: Bundle, data, labels, label_id: int, points_rc=None, point_labels=None, *,
-           index=(), axis: int = 0, rgb: bool = False,
+def refine(model_or_folder: Bundle | Path | str, data, labels, label_id: int, points_rc=None,
+           point_labels=None, *, index=(), axis: int = 0, rgb: bool = False,
            window: tuple[float, float] | None = None, store=None,
            image: str = "image") -> tuple[np.ndarray, ObjectMask]:
     """Refine label ``label_id`` of ``labels`` on one plane with clicks (the headless API).
 
     Parameters
     ----------
-    bundle : Bundle
+    model_or_folder : Bundle, path or str
+        An opened bundle, a bundle folder or a registry id.
         A bundle with ``clicks``.
     data : array-like
         A 2-D plane or a stack; the plane is ``data[index]`` after moving ``axis`` first.
@@ -163,7 +165,13 @@ def refine(bundle: Bundle, data, labels, label_id: int, points_rc=None, point_la
         answer (a new array; ``labels`` is not changed).
     answer : ObjectMask
         SAM's answer (``mask`` ``(rows, cols)`` bool, ``low_res_logits`` to refine further).
+
+    Examples
+    --------
+    >>> plane, answer = api.refine(bundle, stack, cellpose, 5, [[40, 76]], index=(3,))
+    >>> plane.shape                                             # (rows, cols): label 5 refit
     """
+    bundle = as_bundle(model_or_folder)
     view = planes_view(data, axis, rgb)
     lab_view = planes_view(labels, axis, False)
     index = tuple(int(i) for i in index)

@@ -13,16 +13,18 @@ same into a Labels layer (:class:`~napari_sam3_onnx._napari.propagate.writer.Run
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from ..engine.cache import EmbeddingCache
-from ..engine.tracking.labels import LabelWriter, refs_along_axis
+from ..engine.encoding import refs_along_axis
+from ..engine.tracking.labels import LabelWriter
 from ..engine.tracking.propagation import STACK_NEEDED, drive
 from ..engine.tracking.steps import SliceOutput
 from ..engine.tracking.types import Direction, PropagationResult
 from ..models.errors import PromptError
-from .bundles import Bundle
+from .bundles import Bundle, as_bundle
 from .io import InputError, planes_view
 from .propagate import iter_propagate
 from .propagation_seeds import label_seeds
@@ -53,7 +55,7 @@ class ReplacingWriter:
 
 
 def repropagate(
-    bundle: Bundle,
+    model_or_folder: Bundle | Path | str,
     data,
     labels,
     z: int,
@@ -68,12 +70,14 @@ def repropagate(
     image: str = "image",
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    out=None,
 ) -> tuple[np.ndarray, PropagationResult]:
     """Carry label ids of ``labels`` from slice ``z`` through the stack; only they change.
 
     Parameters
     ----------
-    bundle : Bundle
+    model_or_folder : Bundle, path or str
+        An opened bundle, a bundle folder or a registry id.
         A bundle with ``clicks`` (``memory``: SAM 3's video memory; otherwise carry-over).
     data : array-like
         ``(n, rows, cols[, channels])`` image stack (slices along axis 0).
@@ -85,6 +89,9 @@ def repropagate(
         Label ids on slice ``z`` (None: every id on it).
     direction, index_range, stop_after_absent, rgb, window, store, image, progress, cancelled
         As in :func:`~.propagate.propagate`.
+    out : array-like, optional
+        Where to write the result, shaped and typed like ``labels`` (e.g. a ``.npy`` memmap:
+        ``labels`` is then copied in plane by plane, never held whole); default a new array.
 
     Returns
     -------
@@ -100,15 +107,30 @@ def repropagate(
         A 2-D image, an id not on slice ``z``, no label there, or bad options.
     InputError
         ``labels`` does not have the image's shape.
+
+    Examples
+    --------
+    >>> fixed, run = api.repropagate(bundle, stack, labels, z=12, ids=[3, 7])
+    >>> fixed.shape == labels.shape                             # only ids 3 and 7 changed
     """
+    bundle = as_bundle(model_or_folder)
     view = planes_view(data, 0, rgb)
     if view.ndim - (3 if rgb else 2) != 1:
         raise PromptError(STACK_NEEDED + " (re-propagation takes one 3-D stack)")
     shape = tuple(view.shape[:3])
-    out = np.array(labels, copy=True)
-    if out.shape != shape or not np.issubdtype(out.dtype, np.integer):
-        raise InputError(f"The labels have shape {out.shape} and dtype {out.dtype}; the image "
-                         f"needs integer labels of shape {shape}.")
+    if not hasattr(labels, "shape") or not hasattr(labels, "dtype"):
+        labels = np.asarray(labels)
+    if tuple(labels.shape) != shape or not np.issubdtype(labels.dtype, np.integer):
+        raise InputError(f"The labels have shape {tuple(labels.shape)} and dtype "
+                         f"{labels.dtype}; the image needs integer labels of shape {shape}.")
+    if out is None:
+        out = np.array(labels, copy=True)
+    elif tuple(out.shape) != shape or out.dtype != labels.dtype:
+        raise InputError(f"out= has shape {tuple(out.shape)} and dtype {out.dtype}; the "
+                         f"labels are {shape} {labels.dtype}.")
+    else:
+        for k in range(shape[0]):
+            out[k] = np.asarray(labels[k])
     if not 0 <= int(z) < shape[0]:
         raise PromptError(f"Slice {z} is outside the stack (0 to {shape[0] - 1}).")
     seeds = label_seeds(out[int(z)], int(z), ids)

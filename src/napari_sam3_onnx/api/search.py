@@ -113,6 +113,13 @@ def iter_search(
         A floor outside [0, 1] or a negative ``min_area``.
     MissingCapabilityError
         The model has no language encoder and concept detector.
+
+    Examples
+    --------
+    >>> ws = bundle.workspace("nuclei.zarr")                     # bundle = api.open_bundle(...)
+    >>> refs = api.refs_along_axis(stack, window=(500, 4000))   # stack: (z, rows, cols)
+    >>> for step in api.iter_search(ws, refs, ["nucleus"], floor=0.5):
+    ...     out[step.index] = step.result.labels                 # (rows, cols) int32
     """
     check_search(floor, min_area)
     texts = workspace.texts

@@ -14,7 +14,7 @@ from ..engine.store.embedding_store import EmbeddingStore
 from ..engine.tiling.tiles import TileSettings, as_tiling
 from ..models.base import Capability
 from . import instance_table
-from .bundles import Bundle
+from .bundles import Bundle, as_bundle
 from .jobs import StackJob
 from .search import check_search, iter_search
 
@@ -95,7 +95,7 @@ def iter_search_text(
     bundle.adapter.require(Capability.TEXT)
     job = StackJob(data, image, axis, rgb, window, slices)
     view = job.view()
-    refs = [job.ref(view, index) for index in job.indices(view)]
+    refs = job.refs(view)
     workspace = bundle.workspace(store, EmbeddingCache(budget_bytes=0), as_tiling(tile))
     for step in iter_search(workspace, refs, phrases, floor=floor, min_area=min_area,
                             fill_holes=fill_holes, first_id=first_id, link_iou=link_iou,
@@ -106,7 +106,7 @@ def iter_search_text(
 
 
 def search_text(
-    bundle: Bundle,
+    model_or_folder: Bundle | Path | str,
     data,
     concepts: str | Sequence[str],
     *,
@@ -129,7 +129,8 @@ def search_text(
 
     Parameters
     ----------
-    bundle : Bundle
+    model_or_folder : Bundle, path or str
+        An opened bundle, a bundle folder or a registry id.
         A bundle with the ``text`` capability and a tokenizer file in its folder.
     data : array-like or path
         ``(..., rows, cols[, channels])`` image.
@@ -165,7 +166,14 @@ def search_text(
     -------
     TextResult
         Labels, one table row per instance, and the number of slices searched.
+
+    Examples
+    --------
+    >>> res = api.search_text("wkentaro-sam3", "nuclei.tif", "nucleus, mitosis",
+    ...                       window=(500, 4000))
+    >>> res.labels.shape, len(res.rows)                         # (z, rows, cols) int32, table
     """
+    bundle = as_bundle(model_or_folder)
     view = StackJob(data, image, axis, rgb).view()
     shape = tuple(view.shape[:-1] if rgb else view.shape)
     labels = np.zeros(shape, np.int32) if out is None else out

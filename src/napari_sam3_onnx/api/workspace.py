@@ -113,6 +113,13 @@ class Workspace:
         As the parameter; the dock's "Tile large planes" sets it.
     versions : DataVersions
         Data versions of the images (part of slice references).
+
+    Examples
+    --------
+    >>> ws = bundle.workspace("nuclei.zarr")                     # from an opened Bundle
+    >>> ws = api.Workspace()                                    # or one for many models
+    >>> ws.attach(adapter, folder, store="nuclei.zarr")
+    >>> steps = api.iter_search(ws, api.refs_along_axis(stack), ["nucleus"])
     """
 
     def __init__(self, cache: EmbeddingCache | None = None,

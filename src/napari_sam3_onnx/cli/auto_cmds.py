@@ -15,15 +15,16 @@ from ..engine.automatic import AutoMaskSettings
 from ..engine.automatic.linking import LINK_IOU
 from ..models.base import Capability
 from .args import FMT, _image_args, _tile_arg, _wrap, finite, link_iou, whole
-from .batch_cmds import (
+from .guard import bundle_paths, check_not_protected, check_outputs, check_store
+from .labels_run import (
     _bundle,
     _labels_metadata,
     _need_distributed,
     _window,
     open_labels_run,
+    scratch_labels,
     write_labels_run,
 )
-from .guard import bundle_paths, check_not_protected, check_outputs, check_store
 from .progress import Bar
 from .replay_cmd import record_for
 from .result_files import write_labels, write_table
@@ -74,10 +75,8 @@ def cmd_segment_all(args: argparse.Namespace) -> int:
     record = _provenance(args, run.bundle, run.path, settings, job.indices(run.view), run.store)
 
     def results():
-        for step in api.iter_segment_all(
-            run.bundle, run.view, settings=settings, rgb=args.rgb, window=job.window,
-            slices=job.slices, store=run.store, image=job.image, link_iou=link, tile=args.tile,
-        ):
+        for step in api.iter_segment_all(run.workspace(args.tile), run.refs(),
+                                         settings=settings, link_iou=link):
             bar.update(step.done, step.total)
             rows.extend(api.automatic.auto_table_rows(step.result))
             yield step.index, step.result
@@ -95,16 +94,18 @@ def _segment_tracked(args: argparse.Namespace, run, settings: AutoMaskSettings) 
     bar = Bar("propagate", quiet=args.quiet)
     job = run.job
     record = _provenance(args, run.bundle, run.path, settings, store=run.store)
-    res = segment_all_tracked(run.bundle, run.view, key=args.propagate_from, settings=settings,
-                              window=job.window, store=run.store, image=job.image,
-                              tile=args.tile, progress=bar.update)
-    rows = sorted(res.table, key=lambda r: (r["index_0"], r["label"]))
+    with scratch_labels(args.out, run.view.shape) as scratch:  # filled out of order
+        res = segment_all_tracked(run.bundle, run.view, key=args.propagate_from,
+                                  settings=settings, window=job.window, store=run.store,
+                                  image=job.image, tile=args.tile, progress=bar.update,
+                                  out=scratch)
+        rows = sorted(res.table, key=lambda r: (r["index_0"], r["label"]))
 
-    def results():
-        for z in range(res.labels.shape[0]):
-            yield (z,), SimpleNamespace(labels=res.labels[z])
+        def results():
+            for z in range(res.labels.shape[0]):
+                yield (z,), SimpleNamespace(labels=res.labels[z])
 
-    write_labels_run(run, args, iter(results()), bar, auto_table_columns(1), rows, record)
+        write_labels_run(run, args, iter(results()), bar, auto_table_columns(1), rows, record)
     method = res.propagation.method if res.propagation is not None else "nothing to carry"
     print(f"{len(res.rows)} object(s) found on slice {res.key}, carried through "
           f"{res.labels.shape[0]} slice(s) ({method}) -> {args.out}"

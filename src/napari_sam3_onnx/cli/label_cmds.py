@@ -11,9 +11,9 @@ from .. import api
 from ..api.io import InputError, image_names, planes_view
 from ..api.jobs import StackJob
 from .args import FMT, OUT_HELP, _image_args, _wrap, finite, whole
-from .batch_cmds import _bundle, _counted_store, _labels_metadata, _one_input, _outputs, _record
-from .batch_cmds import _window as window_of
 from .guard import bundle_paths, check_store
+from .labels_run import _bundle, _counted_store, _labels_metadata, _one_input, _outputs, _record
+from .labels_run import _window as window_of
 from .result_files import write_labels
 
 
@@ -26,13 +26,13 @@ def cmd_refine(args: argparse.Namespace) -> int:
                                  *bundle_paths(args.bundle)])
     name = image_names([path])[0]
     view = StackJob(path, name, args.axis, args.rgb, window_of(args)).view()
-    labels = np.asarray(planes_view(api.read_image(args.labels), args.axis))
+    labels = planes_view(api.read_image(args.labels), args.axis)  # read plane by plane
     lead = view.ndim - (3 if args.rgb else 2)
     index = tuple(args.index or ())
     if len(index) != lead or labels.shape != tuple(view.shape[:lead + 2]):
         raise InputError(f"The image's planes need {lead} --index value(s) and labels of shape "
                          f"{tuple(view.shape[:lead + 2])}; got --index {list(index)} and "
-                         f"labels {labels.shape}.")
+                         f"labels {tuple(labels.shape)}.")
     points = [(r, c) for r, c in args.click] + [(r, c) for r, c in args.negative]
     marks = [1] * len(args.click) + [0] * len(args.negative)
     bundle = _bundle(args)
@@ -41,11 +41,11 @@ def cmd_refine(args: argparse.Namespace) -> int:
     plane, answer = api.refine(bundle, view, labels, args.id, points or None, marks or None,
                                index=index, rgb=args.rgb, window=window_of(args), store=store,
                                image=name)
-    before = labels[index] == args.id
-    out = labels.astype(np.int32)
-    out[index] = plane
-    flat = out.reshape(-1, *out.shape[-2:])
-    write_labels(args.out, out.shape, iter(flat), replace=args.overwrite,
+    before = np.asarray(labels[index]) == args.id
+    shape = tuple(int(n) for n in labels.shape)
+    planes = (plane if k == index else np.asarray(labels[k], np.int32)
+              for k in np.ndindex(*shape[:lead]))  # one plane in memory at a time
+    write_labels(args.out, shape, planes, replace=args.overwrite,
                  **_labels_metadata(args, path, view.ndim))
     record.done("--out", args.out)
     how = "" if answer.present else " SAM found no object: the label was removed there."

@@ -11,6 +11,7 @@ import numpy as np
 from napari_sam3_onnx.engine.cache import EmbeddingCache, SliceKey
 from napari_sam3_onnx.engine.slices import extract_plane, plane_to_rgb
 from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
+from napari_sam3_onnx.models.errors import PromptError
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,65 @@ class SliceRef:
             return self.plane_shape
         r0, c0, r1, c1 = self.region
         return (r1 - r0, c1 - c0)
+
+
+def lead_index(axis: int, fixed: Sequence[int], k: int) -> tuple[int, ...]:
+    """The leading index of position ``k`` along leading ``axis``, the other axes at ``fixed``."""
+    index = [int(i) for i in fixed]
+    index.insert(int(axis), int(k))
+    return tuple(index)
+
+
+def refs_along_axis(
+    data, axis: int = 0, fixed: Sequence[int] = (), rgb: bool = False,
+    window: tuple[float, float] | None = None, source: Hashable = None,
+    data_version: Hashable = 0,
+) -> list[SliceRef]:
+    """One :class:`SliceRef` per position along a leading axis of ``data``: the one refs builder.
+
+    Every workflow that walks a stack (propagation, tracked segmentation, the dock's tabs, the
+    headless API) names its planes with this function.
+
+    Parameters
+    ----------
+    data : array-like
+        ``(..., rows, cols[, channels])`` image data (numpy, dask, zarr; read lazily).
+    axis : int
+        The leading axis to walk (0 for ``(Z, rows, cols)``).
+    fixed : sequence of int
+        Indices of the other leading axes, in order (e.g. the time point of a
+        ``(T, Z, rows, cols)`` stack walked along z: ``axis=1, fixed=(t,)``).
+    rgb, window, source, data_version
+        As in :class:`SliceRef` (``source`` None: the data's ``id``).
+
+    Returns
+    -------
+    list of SliceRef
+        ``data.shape[axis]`` references, in order; ``ref.index`` is the full leading index.
+
+    Raises
+    ------
+    PromptError
+        ``data`` has no leading axis (a 2-D image), or ``axis`` / ``fixed`` do not fit.
+
+    Examples
+    --------
+    >>> stack = np.zeros((5, 40, 60), np.uint16)           # (z, rows, cols)
+    >>> [r.index for r in refs_along_axis(stack, window=(0, 3000))]
+    [(0,), (1,), (2,), (3,), (4,)]
+    >>> tzyx = np.zeros((2, 5, 40, 60), np.uint16)
+    >>> refs_along_axis(tzyx, axis=1, fixed=(1,))[3].index   # t = 1, z = 3
+    (1, 3)
+    """
+    lead = data.ndim - (3 if rgb else 2)
+    if lead < 1 or not 0 <= axis < lead or len(fixed) != lead - 1:
+        raise PromptError(f"Data of shape {tuple(data.shape)} has {max(lead, 0)} leading "
+                          f"axes: choose an axis in 0..{lead - 1} and give {lead - 1} fixed "
+                          "indices." if lead >= 1 else
+                          f"Data of shape {tuple(data.shape)} is one plane: no axis to walk.")
+    source = source if source is not None else id(data)
+    return [SliceRef(data, lead_index(axis, fixed, k), rgb, window, source, data_version)
+            for k in range(int(data.shape[axis]))]
 
 
 #: ``on_start(ref)`` just before a plane that is not cached is encoded.

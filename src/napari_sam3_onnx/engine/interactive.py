@@ -35,6 +35,11 @@ class Prompt:
     mask_region : tuple[int, int, int, int] or None
         The region (tile or field of view, ``(r0, c0, r1, c1)``) the logits were predicted on,
         None for the whole slice; logits are only fed back on the same region.
+
+    Examples
+    --------
+    >>> p = api.Prompt.clicks([[40, 61], [10, 12]], [1, 0])    # (row, col); 1 = positive
+    >>> b = api.Prompt.clicks([], box_rc=(30, 50, 52, 75))        # a box (r0, c0, r1, c1)
     """
 
     points_rc: np.ndarray

@@ -145,14 +145,14 @@ def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: s
 
 def _propagation(adapter) -> list:
     """(mask, low-res logits) of one click propagated over the gate's drifting slices."""
-    from ..engine.encoding import SliceEncoder, SliceRef
+    from ..engine.encoding import SliceEncoder, refs_along_axis
     from ..engine.tracking.propagation import propagate
     from ..engine.tracking.types import Seed
     from .scenes import test_image
 
     n = PROPAGATION_SLICES
     frames = np.stack([test_image(1, shift=(4.0 * i, 6.0 * i)) for i in range(n)])
-    refs = [SliceRef(frames, (k,), rgb=True, source="gate") for k in range(n)]
+    refs = refs_along_axis(frames, rgb=True, source="gate")[:n]
     run = propagate(adapter, SliceEncoder(adapter), refs, {2: Seed.clicks(2, [(518, 432)])},
                     stop_after_absent=None)
     track = run.objects[2].outputs

@@ -140,7 +140,7 @@ def _xyxy(b: np.ndarray) -> np.ndarray:
 
 def propagation(adapter, ref, n_slices: int = 5, seed: int = 2) -> list[dict]:
     """A 5-slice stack, one click on the middle slice, both directions, one bank."""
-    from ..engine.encoding import SliceEncoder, SliceRef
+    from ..engine.encoding import SliceEncoder, refs_along_axis
     from ..engine.postprocess import fill_holes, hole_area_for, logits_to_mask
     from ..engine.tracking.propagation import propagate
     from ..engine.tracking.types import Seed
@@ -150,7 +150,7 @@ def propagation(adapter, ref, n_slices: int = 5, seed: int = 2) -> list[dict]:
     click_xy = np.array([[420.0 + 6 * seed, 510.0 + 4 * seed]], np.float32)
     r = ref.propagate(frames, seed, click_xy, np.array([1], np.int32))
     stack = np.stack(frames)
-    refs = [SliceRef(stack, (k,), rgb=True, source="parity") for k in range(n_slices)]
+    refs = refs_along_axis(stack, rgb=True, source="parity")[:n_slices]
     res = propagate(adapter, SliceEncoder(adapter), refs,
                     {1: Seed.clicks(seed, click_xy[:, ::-1], [1])}, direction="both",
                     stop_after_absent=None, fill_hole_area=0)

@@ -19,7 +19,6 @@ from napari.layers import Image
 from qtpy.QtWidgets import QComboBox, QFormLayout, QLabel, QSpinBox, QWidget
 
 from napari_sam3_onnx._napari import layers
-from napari_sam3_onnx._napari.propagate.writer import lead_index
 from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx.api.automatic_tracked import TrackedRun, iter_segment_tracked
 from napari_sam3_onnx.api.propagation_report import axis_names, method_text
@@ -59,8 +58,7 @@ def tracked_job(image: Image, current: tuple[int, ...], key: int | None,
     lead = layers.plane_shape(image)[:len(current)]
     axis = len(lead) - 1
     fixed = current[:axis] + current[axis + 1:]
-    refs = [layers.slice_ref(image, lead_index(axis, fixed, k), data_version)
-            for k in range(lead[axis])]
+    refs = layers.refs_along(image, axis, fixed, data_version)
     return TrackedJob(refs, current[axis] if key is None else int(key), axis_names(len(lead))[axis])
 
 

@@ -21,7 +21,7 @@ from qtpy.QtCore import QObject, Signal
 from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.commit_entries import propagate_entry
 from napari_sam3_onnx._napari.pacing import Pacer
-from napari_sam3_onnx._napari.propagate.writer import RunWriter, lead_index
+from napari_sam3_onnx._napari.propagate.writer import RunWriter
 from napari_sam3_onnx.api.propagate import PropagationStep, iter_propagate
 from napari_sam3_onnx.api.propagation_seeds import merge_seeds
 from napari_sam3_onnx.api.workspace import Workspace
@@ -124,9 +124,7 @@ class LastRun:
 
 def slice_refs(spec: RunSpec, data_version: Hashable) -> list[SliceRef]:
     """One reference per position along the walked axis (keys shared with the click cache)."""
-    n = layers.plane_shape(spec.image)[spec.axis]
-    return [layers.slice_ref(spec.image, lead_index(spec.axis, spec.fixed, k), data_version)
-            for k in range(n)]
+    return layers.refs_along(spec.image, spec.axis, spec.fixed, data_version)
 
 
 class PropagationRunner(QObject):

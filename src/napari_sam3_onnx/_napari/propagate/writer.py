@@ -16,6 +16,7 @@ import numpy as np
 from napari.layers import Labels
 
 from napari_sam3_onnx._napari.labels_writer import LiveWrite, plane_indices
+from napari_sam3_onnx.engine.encoding import lead_index
 from napari_sam3_onnx.engine.tracking.labels import LabelWriter
 from napari_sam3_onnx.engine.tracking.steps import SliceOutput
 
@@ -33,13 +34,6 @@ def refused_note(writer: RunWriter, axis: str) -> str:
     return (f" On {axis}={slices}{more} other objects (id {ids}) already held part of the "
             "propagated object, and those pixels were kept as they were; tick 'Overwrite "
             "other objects' to replace them.")
-
-
-def lead_index(axis: int, fixed: tuple[int, ...], k: int) -> tuple[int, ...]:
-    """The full leading index of slice ``k`` along ``axis``, the other axes at ``fixed``."""
-    index = [int(i) for i in fixed]
-    index.insert(int(axis), int(k))
-    return tuple(index)
 
 
 def owner_plane(outputs: Mapping[int, SliceOutput], shape: tuple[int, int]) -> np.ndarray:

@@ -45,6 +45,11 @@ class AutoMaskSettings:
     min_mask_region_area : int
         Holes and islands (disconnected pieces) smaller than this many plane pixels are
         removed from each mask; 0 = off.
+
+    Examples
+    --------
+    >>> fast = api.AutoMaskSettings(points_per_side=16, pred_iou_thresh=0.8)
+    >>> seg = api.segment_all(bundle, stack, settings=fast)      # SAM's generator's names
     """
 
     points_per_side: int = 32

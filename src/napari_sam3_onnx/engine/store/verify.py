@@ -156,6 +156,12 @@ def verify_store(path: Path | str, repair: bool = False) -> StoreCheck:
     ------
     StoreError
         ``path`` is not an embedding store.
+
+    Examples
+    --------
+    >>> check = api.verify_store("nuclei.zarr")                  # read only
+    >>> check = api.verify_store("nuclei.zarr", repair=True)    # broken entries removed
+    >>> check.removed
     """
     path = Path(path)
     root = _root_meta(path)

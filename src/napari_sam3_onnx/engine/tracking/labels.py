@@ -1,58 +1,18 @@
 """Slices along an axis in, one label stack out: what a headless propagation reads and writes.
 
-:func:`refs_along_axis` names the planes of a stack for :func:`~.propagation.propagate`;
-:class:`LabelWriter` is its ``on_slice`` that paints each decoded slice into a label stack.
+:class:`LabelWriter` is the ``on_slice`` of :func:`~.propagation.propagate` that paints each
+decoded slice into a label stack (the planes are named by
+:func:`~napari_sam3_onnx.engine.encoding.refs_along_axis`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 
-from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.engine.postprocess import upsample_logits
-from napari_sam3_onnx.engine.tracking.propagation import STACK_NEEDED
 from napari_sam3_onnx.engine.tracking.steps import SliceOutput
-from napari_sam3_onnx.models.errors import PromptError
-
-
-def refs_along_axis(
-    data, axis: int = 0, fixed: Sequence[int] = (), rgb: bool = False,
-    window: tuple[float, float] | None = None, source: Hashable = None,
-) -> list[SliceRef]:
-    """One :class:`SliceRef` per position along a leading axis of ``data``.
-
-    Parameters
-    ----------
-    data : array-like
-        ``(..., rows, cols[, channels])`` image data.
-    axis : int
-        The leading axis to propagate along (0 for ``(Z, rows, cols)``).
-    fixed : sequence of int
-        Indices of the other leading axes, in order (e.g. the time point of a
-        ``(T, Z, rows, cols)`` stack when propagating along z: ``axis=1, fixed=(t,)``).
-    rgb, window, source
-        As in :class:`SliceRef`.
-
-    Raises
-    ------
-    PromptError
-        ``data`` has no leading axis (a 2-D image), or ``axis`` / ``fixed`` do not fit.
-    """
-    lead = data.ndim - (3 if rgb else 2)
-    if lead < 1:
-        raise PromptError(STACK_NEEDED)
-    if not 0 <= axis < lead or len(fixed) != lead - 1:
-        raise PromptError(f"Data of shape {tuple(data.shape)} has {lead} leading axes: choose "
-                          f"axis in 0..{lead - 1} and give {lead - 1} fixed indices.")
-    source = source if source is not None else id(data)
-    refs = []
-    for z in range(data.shape[axis]):
-        index = [int(i) for i in fixed]
-        index.insert(axis, z)
-        refs.append(SliceRef(data, tuple(index), rgb, window, source))
-    return refs
 
 
 class LabelWriter:

@@ -28,6 +28,12 @@ class Seed:
         Clicks and/or a box in slice ``(row, col)`` coordinates.
     mask : numpy.ndarray or None
         ``(rows, cols)`` bool mask of the object on that slice (instead of a prompt).
+
+    Examples
+    --------
+    >>> seeds = {1: api.Seed.clicks(4, [[40, 61]]),             # object 1: a click on z = 4
+    ...          2: api.Seed.from_mask(9, mask)}                # object 2: a (rows, cols) mask
+    >>> labels, run = api.propagate(bundle, stack, seeds)
     """
 
     index: int
