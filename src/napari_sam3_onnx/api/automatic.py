@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -171,7 +172,8 @@ def iter_segment_all(
     refs = [job.ref(view, index) for index in job.indices(view)]
     st = None if store is None else bundle.open_store(store)
     encoder = bundle.encoder(st, EmbeddingCache(budget_bytes=0))
-    yield from iter_segment_refs(bundle.adapter, encoder.embed, refs, settings, link_iou,
+    embed = partial(encoder.embed, need=Capability.ENCODE)  # the automatic workflow's encoder
+    yield from iter_segment_refs(bundle.adapter, embed, refs, settings, link_iou,
                                  first_id, as_tiling(tile), cancelled)
 
 
