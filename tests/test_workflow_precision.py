@@ -207,3 +207,36 @@ def test_a_store_serves_every_workflow_the_default_encoder(tmp_path, monkeypatch
     segment_object(encoder, ref, Prompt.clicks(np.array([[20.0, 30.0]]), [1]))
     assert runs["image_encoder.onnx"] == 1 and runs["image_encoder.int8.onnx"] == 0
     assert encoder.key(ref, Capability.CLICKS) == encoder.key(ref, Capability.TEXT)
+
+
+def test_inspect_shows_which_workflow_runs_at_which_precision(tmp_path, capsys):
+    from napari_sam3_onnx.cli import main
+
+    _, out = _per_workflow(tmp_path)
+    manifest = read_manifest(out)
+    manifest["decision_gate"] = {"workflows": VERDICTS}
+    write_manifest(out, manifest, rehash=False)
+    assert main(["inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "precision per workflow" in text
+    assert "clicks and boxes  int8  image_encoder.int8.onnx (gate passed)" in text
+    assert "text              fp32  image_encoder.onnx (gate failed)" in text
+    assert ("propagation       int8  image_encoder.int8.onnx, memory_attention.int8.onnx "
+            "(gate passed)") in text
+    assert "automatic         fp32  image_encoder.onnx (not gated)" in text
+    assert "encoded once per precision" in text
+    assert "FAILS: use the fp32 bundle" not in text  # it runs fp32 there itself
+
+
+def test_the_model_line_names_the_precisions_and_the_double_encode(tmp_path):
+    from napari_sam3_onnx._napari.model.bundle_words import cpu_path_notes
+
+    _, out = _per_workflow(tmp_path)
+    manifest = read_manifest(out)
+    manifest["decision_gate"] = {"workflows": VERDICTS}
+    write_manifest(out, manifest, rehash=False)
+    notes = cpu_path_notes(out, "cpu")
+    assert "Precision per workflow" in notes
+    assert "int8: clicks and boxes, propagation; fp32: text, exemplars, automatic" in notes
+    assert "encoded once per precision" in notes
+    assert "use the fp32 bundle" not in notes

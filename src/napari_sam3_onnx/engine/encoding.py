@@ -129,7 +129,8 @@ class SliceEncoder:
 
     def variant(self, need: Capability | None) -> str | None:
         """The image encoder that serves ``need`` (None: the bundle's default one)."""
-        return self.adapter.encoder_variant(need)
+        which = getattr(self.adapter, "encoder_variant", None)  # stand-ins may lack it
+        return None if which is None else which(need)
 
     def cached(self, ref: SliceRef, need: Capability | None = None) -> Embedding | None:
         """The plane's embedding for ``need`` if it is cached (no encoding)."""

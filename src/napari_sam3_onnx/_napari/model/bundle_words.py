@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from napari_sam3_onnx._napari.model.precision_note import per_workflow_note
 from napari_sam3_onnx.models.base import Capability, SamAdapter
 from napari_sam3_onnx.models.cpu_features import (
     bundle_int8_weights,
@@ -68,7 +69,9 @@ def cpu_path_notes(folder: Path, device: str) -> str:
         if warning:
             notes.append(f"<b style='color:orange'>int8 on this CPU:</b> {warning}")
     verdicts = workflow_verdicts(folder)
-    if verdicts is not None and not all(verdicts.values()):
+    if plan_note := per_workflow_note(folder):  # it runs fp32 where the gate failed
+        notes.append(plan_note)
+    elif verdicts is not None and not all(verdicts.values()):
         notes.append(f"Decision gate against fp32: {verdict_words(verdicts)}. For the "
                      "workflows it fails (or did not run), fp32's answers may differ: use the "
                      "fp32 bundle for them.")
