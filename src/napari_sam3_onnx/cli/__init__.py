@@ -33,7 +33,15 @@ EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-command per task."""
-    from . import auto_cmds, batch_cmds, bundle_cmds, label_cmds, replay_cmd, store_cmds
+    from . import (
+        auto_cmds,
+        batch_cmds,
+        bundle_cmds,
+        convert_cmd,
+        label_cmds,
+        replay_cmd,
+        store_cmds,
+    )
 
     parser = argparse.ArgumentParser(
         prog="napari-sam3-onnx",
@@ -49,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     auto_cmds.add_parsers(sub)
     label_cmds.add_parsers(sub)
     replay_cmd.add_parsers(sub)
+    convert_cmd.add_parsers(sub)
     for command in sub.choices.values():  # progress bars draw only on a terminal anyway
         command.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
         command.set_defaults(parser=parser)  # replay parses a recorded command line with it

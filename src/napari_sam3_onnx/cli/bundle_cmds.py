@@ -200,6 +200,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from ..models.cpu_features import (
         best_int8_format,
         bundle_int8_weights,
+        convert_offer,
         cpu_features,
         int8_format_warning,
     )
@@ -232,6 +233,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"  {line}")
             if warning := int8_format_warning(bundle_int8_weights(folder), cpu):
                 print(f"    int8 on this CPU: {warning}")
+                if offer := convert_offer(folder, cpu, home_dir()):
+                    print(f"    convert: {offer}")
     return 1 if bad and args.strict else 0
 
 
