@@ -155,7 +155,8 @@ def plan_from_manifest(folder: Path | str, manifest: dict) -> WorkflowPlan | Non
         return None
     if not isinstance(record, dict):
         raise WorkflowPlanError(f"{folder / 'manifest.json'}: {KEY} should be a mapping")
-    base = manifest.get("graphs") if isinstance(manifest.get("graphs"), dict) else {}
+    listed = manifest.get("graphs")
+    base: dict = listed if isinstance(listed, dict) else {}
     default = {r: _safe_name(folder, base[r], f"graphs.{r}") for r in ROLES if r in base}
     precision, graphs = {}, {}
     for key, _ in WORKFLOWS:
