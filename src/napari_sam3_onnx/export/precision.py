@@ -114,6 +114,8 @@ def run_precision(args: argparse.Namespace, fp32: Path, out: Path) -> int:
     """Convert ``fp32`` to ``out`` as ``args`` say, gate it, report; 1 (removed) if gated out."""
     per_workflow = args.precision == "int8" and getattr(
         args, "int8_candidates", "custom") == "per-workflow"
+    if per_workflow and (problem := argument_problem(args)):
+        raise SystemExit(problem)
     defaults: tuple[str, ...] = DEFAULT_GRAPHS
     if per_workflow:  # the graphs a per-workflow bundle routes, those this bundle has
         defaults = tuple(r for r in ROLES if r in read_manifest(fp32)["graphs"])
