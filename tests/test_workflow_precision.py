@@ -46,7 +46,7 @@ def _fp32(folder: Path) -> Path:
     tokenizer = write_toy_tokenizer(folder)
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["graphs"] = {EXPORT_ROLES[k]: v for k, v in FILES.items()}
-    manifest["files"] = dict.fromkeys([*FILES.values(), "constants.npz", tokenizer.name], {})
+    manifest["files"] = {n: {} for n in [*FILES.values(), "constants.npz", tokenizer.name]}
     write_manifest(folder, manifest)
     return folder
 
