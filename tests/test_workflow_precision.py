@@ -180,7 +180,7 @@ def test_the_default_encoder_is_the_manifests_not_the_first_file_by_name(tmp_pat
 def test_a_record_naming_a_missing_file_is_refused(tmp_path):
     _, out = _per_workflow(tmp_path)
     (out / "image_encoder.int8.onnx").unlink()
-    with pytest.raises(BundleFileError, match="image_encoder.int8.onnx"):
+    with pytest.raises(BundleFileError, match=r"image_encoder\.int8\.onnx"):
         open_bundle(out)
 
 
