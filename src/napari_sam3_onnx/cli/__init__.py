@@ -1,6 +1,7 @@
 """Command line: bundles, embeddings and batch segmentation without napari.
 
-Sub-commands: ``list``, ``fetch``, ``inspect``, ``doctor`` (bundles and runtime),
+Sub-commands: ``list``, ``fetch``, ``inspect``, ``doctor`` (bundles and runtime), ``convert``
+(int8 in this CPU's format from a bundle's fp32 graphs, :mod:`.convert_cmd`),
 ``precompute`` (encode stacks into a zarr embedding store, optionally on a dask cluster),
 ``text`` (concept search to a labels stack and a CSV table), ``propagate`` (carry seeded
 objects through z or t; ``--repropagate`` for labels already there), ``refine`` (fix one
