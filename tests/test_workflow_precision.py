@@ -240,3 +240,21 @@ def test_the_model_line_names_the_precisions_and_the_double_encode(tmp_path):
     assert "int8: clicks and boxes, propagation; fp32: text, exemplars, automatic" in notes
     assert "encoded once per precision" in notes
     assert "use the fp32 bundle" not in notes
+
+
+def test_an_exemplar_search_runs_the_exemplars_grant_not_texts(tmp_path, monkeypatch):
+    """Text granted int8, exemplars fp32: a plane searched with exemplar boxes runs fp32."""
+    from napari_sam3_onnx.engine.concepts.search import Exemplars
+
+    verdicts = {**VERDICTS, "text": True, "exemplars": False}
+    _, out = _per_workflow(tmp_path, verdicts)
+    adapter = open_bundle(out)
+    runs = _count_runs(adapter, monkeypatch)
+    ws = Workspace()
+    ws.attach(adapter, out)
+    ref = SliceRef(_stack(), (1,), source="stack")
+    boxes = Exemplars(np.array([[12.0, 22.0, 28.0, 38.0]]), np.array([True]))
+    list(iter_search(ws, [ref], [], exemplars={(1,): boxes}))
+    assert runs["image_encoder.onnx"] == 1 and runs["image_encoder.int8.onnx"] == 0
+    list(iter_search(ws, [ref], ["cell"]))
+    assert runs["image_encoder.int8.onnx"] == 1
