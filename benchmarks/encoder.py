@@ -20,10 +20,13 @@ A bundle may name the runtime after ``@``: ``BUNDLE@ort`` (onnxruntime's CPU pro
 default), ``BUNDLE@ov-f32`` or ``BUNDLE@ov-bf16`` (OpenVINO's CPU runtime at that inference
 precision, through the plugin's own :class:`~napari_sam3_onnx.models.openvino_runtime.
 OpenVinoSession`; needs ``openvino``), so one run can put the same graph on both runtimes side by
-side. ``--compare`` saves each variant's outputs of its first run and reports their largest
-relative error (``max |a - b| / max |b|``) and lowest cosine against the first variant's.
-The run starts by printing the CPU's model and flags (VNNI, bf16) and each bundle's precision
-and int8 weight format (its ``manifest.json``).
+side; ``BUNDLE@ort-lowmem`` is onnxruntime with its memory-pattern planning off too (the arena is
+off for every variant), for the peak. ``BUNDLE@ort:clicks`` (any backend, any workflow of
+``models/workflow_precision.py``) runs the graph a per-workflow bundle grants that workflow, so
+its int8 and fp32 encoders go side by side in one run. ``--compare`` saves each variant's
+outputs of its first run and reports their largest relative error (``max |a - b| / max |b|``)
+and lowest cosine against the first variant's. The run starts by printing the CPU's model and
+flags (VNNI, bf16) and each bundle's precision and int8 weight format (its ``manifest.json``).
 
 ``--graph memory_attention`` times that graph instead, at the memory bank's full size by
 default (``--memories 7 --pointers 16``: SAM 3's ``num_maskmem`` spatial memories - one
@@ -88,15 +91,36 @@ def memory_attention_feed(shapes: dict[str, list], memories: int, pointers: int,
             "pointer_tpos": np.asarray(dist, np.float32) / (max_obj_ptrs - 1)}
 
 
-BACKENDS = ("ort", "ov-f32", "ov-bf16")
+BACKENDS = ("ort", "ort-lowmem", "ov-f32", "ov-bf16")
 
 
 def parse_variant(text: str) -> tuple[Path, str]:
-    """``"BUNDLE@ov-bf16"`` -> ``(Path("BUNDLE"), "ov-bf16")``; no ``@``: onnxruntime."""
-    folder, at, backend = text.rpartition("@")
-    if not at or backend not in BACKENDS:
+    """``"BUNDLE@ov-bf16"`` -> ``(Path("BUNDLE"), "ov-bf16")``; no ``@``: onnxruntime.
+
+    ``BUNDLE@ort:clicks`` runs the graph a per-workflow bundle grants that workflow
+    (``workflow_precision`` in its manifest) instead of its default (fp32) one.
+    """
+    folder, at, spec = text.rpartition("@")
+    if not at or spec.partition(":")[0] not in BACKENDS:
         return Path(text), "ort"
-    return Path(folder), backend
+    return Path(folder), spec
+
+
+def graph_file(bundle: Path, graph: str, workflow: str = "") -> str:
+    """The file of ``graph`` in ``bundle``: its manifest's, or the one granted ``workflow``."""
+    manifest = bundle / "manifest.json"
+    name = f"{graph}.onnx"
+    if manifest.is_file():
+        name = json.loads(manifest.read_text()).get("graphs", {}).get(graph, name)
+    if workflow:
+        from napari_sam3_onnx.models.workflow_precision import WORKFLOW_OF, read_plan
+
+        plan = read_plan(bundle)
+        if plan is None:
+            raise SystemExit(f"{bundle} is not a per-workflow bundle: drop ':{workflow}'")
+        need = next(n for n, w in WORKFLOW_OF.items() if w == workflow)
+        name = plan.file_for(need, graph) or name
+    return name
 
 
 def bundle_format(bundle: Path) -> str:
@@ -115,13 +139,15 @@ def _session(path: Path, threads: int, backend: str):
     from napari_sam3_onnx.models.graph_info import read_signature
 
     sig = read_signature(path)
-    if backend == "ort":
+    if backend in ("ort", "ort-lowmem"):
         import onnxruntime as ort
 
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.enable_cpu_mem_arena = False
+        if backend == "ort-lowmem":  # no pre-planned buffers either: each freed when done
+            so.enable_mem_pattern = False
         sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
     else:
         from napari_sam3_onnx.models.openvino_runtime import OpenVinoSession
@@ -147,10 +173,8 @@ def worker(bundle: Path, threads: int, graph: str = "image_encoder", memories: i
 
     ``dump``: where to save the outputs of the first run (``.npz``), for ``--compare``.
     """
-    manifest = bundle / "manifest.json"
-    name = f"{graph}.onnx"
-    if manifest.is_file():
-        name = json.loads(manifest.read_text()).get("graphs", {}).get(graph, name)
+    backend, _, workflow = backend.partition(":")
+    name = graph_file(bundle, graph, workflow)
     t0 = time.perf_counter()
     run, inputs, outputs = _session(bundle / name, threads, backend)
     load = time.perf_counter() - t0
@@ -290,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare", action="store_true",
                    help="report each variant's output error against the first variant's")
     p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--backend", choices=BACKENDS, default="ort", help=argparse.SUPPRESS)
+    p.add_argument("--backend", default="ort", help=argparse.SUPPRESS)
     p.add_argument("--dump", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     extra = ("--graph", args.graph, "--memories", str(args.memories),

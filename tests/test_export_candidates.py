@@ -219,10 +219,31 @@ def test_precision_command_refuses_a_custom_option_in_search_mode(tmp_path):
     precision.add_precision_arguments(p)
     for extra in (["--graphs", "image_encoder"], ["--int8-method", "weight-only"],
                   ["--skip-gate"]):
-        args = p.parse_args(["--precision", "int8", *extra])
+        args = p.parse_args(["--precision", "int8", "--int8-candidates", "search", *extra])
         with pytest.raises(SystemExit, match="custom"):
             precision.run_precision(args, tmp_path / "fp32", tmp_path / "out")
         with pytest.raises(SystemExit):  # the command line refuses before it reads anything
+            precision.main([str(tmp_path / "fp32"), str(tmp_path / "out"), "--precision", "int8",
+                            "--int8-candidates", "search", *extra])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_per_workflow_bundle_refuses_graphs_it_cannot_route_and_an_ungated_run(tmp_path):
+    """The default int8 mode routes the image encoder and memory attention by the gate's
+    verdicts: a language encoder to convert, or no gate, is refused before any work."""
+    import argparse
+
+    from napari_sam3_onnx.export import precision
+
+    p = argparse.ArgumentParser()
+    precision.add_precision_arguments(p)
+    for extra, words in ((["--graphs", "image_encoder,language_encoder"], "language_encoder"),
+                         (["--skip-gate"], "verdicts")):
+        args = p.parse_args(["--precision", "int8", *extra])
+        assert args.int8_candidates == "per-workflow"
+        with pytest.raises(SystemExit, match=words):
+            precision.run_precision(args, tmp_path / "fp32", tmp_path / "out")
+        with pytest.raises(SystemExit):
             precision.main([str(tmp_path / "fp32"), str(tmp_path / "out"), "--precision", "int8",
                             *extra])
     assert not (tmp_path / "out").exists()

@@ -126,7 +126,8 @@ def test_int8_search_keeps_the_first_candidate_that_passes(bundle, fp32_decision
     p = argparse.ArgumentParser()
     precision.add_precision_arguments(p)
     out = tmp_path / "int8"
-    assert precision.run_precision(p.parse_args(["--precision", "int8"]), bundle, out) == 0
+    args = p.parse_args(["--precision", "int8", "--int8-candidates", "search"])
+    assert precision.run_precision(args, bundle, out) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     search = manifest["int8_search"]
     print("int8 search (reduced):", json.dumps(search["tried"]))

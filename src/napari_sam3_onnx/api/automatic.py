@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -179,7 +180,8 @@ def iter_segment_all(
     encoder = workspace.encoder
     if encoder is None:
         raise InputError("Load a model first: automatic segmentation needs a bundle.")
-    yield from iter_segment_refs(encoder.adapter, encoder.embed, refs, settings, link_iou,
+    embed = partial(encoder.embed, need=Capability.ENCODE)  # the automatic workflow's encoder
+    yield from iter_segment_refs(encoder.adapter, embed, refs, settings, link_iou,
                                  first_id, workspace.tiling, cancelled)
 
 

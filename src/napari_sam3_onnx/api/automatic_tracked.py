@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -175,7 +176,8 @@ def iter_segment_tracked(
     key = check_key(key, len(refs))
     check_stop_after(stop_after_absent)
     run = TrackedRun(key)
-    autos = list(iter_segment_refs(adapter, encoder.embed, [refs[key]], settings, None, 1,
+    embed = partial(encoder.embed, need=Capability.ENCODE)  # the automatic workflow's encoder
+    autos = list(iter_segment_refs(adapter, embed, [refs[key]], settings, None, 1,
                                    workspace.tiling, cancelled))
     if not autos:  # cancelled on the key plane
         run.cancelled = True

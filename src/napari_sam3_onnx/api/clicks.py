@@ -103,7 +103,7 @@ def segment_object(
     ObjectMask
         ``mask`` is ``(rows, cols)`` bool on the whole plane, whatever was encoded.
     """
-    need = Capability.CLICKS if encoder.adapter.has(Capability.CLICKS) else Capability.TEXT
+    need = clicks_need(encoder)
     if tiling is None and ref.region is None:  # the whole plane
         return segment_prompt(encoder.adapter, encoder.embed(ref, need), for_plane(prompt), texts)
     return segment_on(encoder.adapter, lambda r: encoder.embed(r, need), ref, prompt, texts,
@@ -127,6 +127,11 @@ def run_job(encoder: SliceEncoder, job: Job, texts: TextCache | None = None) -> 
     return result
 
 
+def clicks_need(encoder: SliceEncoder) -> Capability:
+    """The workflow a click or box job encodes for: a SAM head's, or the detector's."""
+    return Capability.CLICKS if encoder.adapter.has(Capability.CLICKS) else Capability.TEXT
+
+
 def will_encode(encoder: SliceEncoder, job: Job) -> bool:
     """Whether the job must run the image encoder first (for the busy indicator)."""
     tiling = job.tiling
@@ -134,15 +139,16 @@ def will_encode(encoder: SliceEncoder, job: Job) -> bool:
     if tiling is not None and job.ref.region is None and tiling.applies(
             job.ref.plane_shape, input_side(encoder.adapter)):
         refs = [first_tile(encoder.adapter, job.ref, p, tiling) for _, p in job.objects]
-    return any(encoder.key(r) not in encoder.cache for r in refs)
+    need = clicks_need(encoder)
+    return any(encoder.key(r, need) not in encoder.cache for r in refs)
 
 
 def prefetch(encoder: SliceEncoder, refs: Sequence[SliceRef]) -> int:
     """Encode planes that are not cached yet (idle pre-encoding); returns how many were new."""
-    done = 0
+    done, need = 0, clicks_need(encoder)
     for ref in refs:
-        if encoder.key(ref) not in encoder.cache:
-            encoder.embed(ref)  # waits, without encoding again, if another job has the plane
+        if encoder.key(ref, need) not in encoder.cache:
+            encoder.embed(ref, need)  # waits, without encoding again, if another job has it
             done += 1
     return done
 

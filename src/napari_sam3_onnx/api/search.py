@@ -145,7 +145,9 @@ def iter_search(
             res = search_tiled(adapter, embed, ref, phrases, texts, tiling, floor, min_area,
                                fill_holes, next_id, index)
         else:
-            emb = encoder.embed(ref, Capability.TEXT)
+            # exemplar boxes are their own workflow (a per-workflow bundle may grant it
+            # another precision than text)
+            emb = encoder.embed(ref, Capability.TEXT if boxes is None else Capability.EXEMPLARS)
             res = search_slice(adapter, emb, phrases, texts, floor, boxes, min_area,
                                fill_holes, next_id, index)
         next_id += len(res.instances)

@@ -1,6 +1,7 @@
 """Command line: bundles, embeddings and batch segmentation without napari.
 
-Sub-commands: ``list``, ``fetch``, ``inspect``, ``doctor`` (bundles and runtime),
+Sub-commands: ``list``, ``fetch``, ``inspect``, ``doctor`` (bundles and runtime), ``convert``
+(int8 in this CPU's format from a bundle's fp32 graphs, :mod:`.convert_cmd`),
 ``precompute`` (encode stacks into a zarr embedding store, optionally on a dask cluster),
 ``text`` (concept search to a labels stack and a CSV table), ``propagate`` (carry seeded
 objects through z or t; ``--repropagate`` for labels already there), ``refine`` (fix one
@@ -33,7 +34,15 @@ EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-command per task."""
-    from . import auto_cmds, batch_cmds, bundle_cmds, label_cmds, replay_cmd, store_cmds
+    from . import (
+        auto_cmds,
+        batch_cmds,
+        bundle_cmds,
+        convert_cmd,
+        label_cmds,
+        replay_cmd,
+        store_cmds,
+    )
 
     parser = argparse.ArgumentParser(
         prog="napari-sam3-onnx",
@@ -49,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     auto_cmds.add_parsers(sub)
     label_cmds.add_parsers(sub)
     replay_cmd.add_parsers(sub)
+    convert_cmd.add_parsers(sub)
     for command in sub.choices.values():  # progress bars draw only on a terminal anyway
         command.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
         command.set_defaults(parser=parser)  # replay parses a recorded command line with it

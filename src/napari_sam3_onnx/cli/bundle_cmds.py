@@ -93,6 +93,7 @@ def _print_cpu_path(folder: Path) -> None:
     """The bundle's precision, int8 format and per-workflow gate verdicts, for ``inspect``."""
     from ..models.cpu_features import bundle_int8_weights, cpu_features, int8_format_warning
     from ..models.gate_verdicts import WORKFLOW_WORDS, workflow_verdicts
+    from ..models.workflow_precision import WorkflowPlanError, read_plan
 
     try:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
@@ -106,6 +107,14 @@ def _print_cpu_path(folder: Path) -> None:
         warning = int8_format_warning(weights, cpu_features())
         print(f"int8 weights: {weights}" + (f" ({warning})" if warning else ""))
     verdicts = workflow_verdicts(folder)
+    try:
+        plan = read_plan(folder)
+    except WorkflowPlanError as exc:
+        print(f"precision per workflow: unreadable ({exc})")
+        return
+    if plan is not None:
+        _print_plan(plan, verdicts)
+        return
     if verdicts is None:
         return
     words = {True: "passes (fp32's decisions)", False: "FAILS: use the fp32 bundle",
@@ -113,6 +122,24 @@ def _print_cpu_path(folder: Path) -> None:
     print("decision gate against fp32, per workflow:")
     for key, name in WORKFLOW_WORDS:
         print(f"  {name:<17} {words[verdicts[key]]}")
+
+
+def _print_plan(plan, verdicts: dict | None) -> None:
+    """Which workflow runs at which precision, on which graph files, and why."""
+    from ..models.workflow_precision import WORKFLOW_OF, WORKFLOWS
+
+    words = {True: "gate passed", False: "gate failed", None: "not gated"}
+    print("precision per workflow (the manifest's grants; an embedding store: fp32 for all):")
+    for key, name in WORKFLOWS:
+        need = next(n for n, w in WORKFLOW_OF.items() if w == key)
+        roles = ("image_encoder", "memory_attention") if key == "propagation" else (
+            "image_encoder",)
+        files = [f for f in (plan.file_for(need, r) for r in roles) if f]
+        verdict = words[None if verdicts is None else verdicts.get(key)]
+        print(f"  {name:<17} {plan.precision.get(key, 'fp32'):<5} {', '.join(files)} "
+              f"({verdict})")
+    if note := plan.double_encode_note():
+        print(f"note: {note}")
 
 
 def _version(dist: str) -> str:
@@ -173,6 +200,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from ..models.cpu_features import (
         best_int8_format,
         bundle_int8_weights,
+        convert_offer,
         cpu_features,
         int8_format_warning,
     )
@@ -205,6 +233,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"  {line}")
             if warning := int8_format_warning(bundle_int8_weights(folder), cpu):
                 print(f"    int8 on this CPU: {warning}")
+                if offer := convert_offer(folder, cpu, home_dir()):
+                    print(f"    convert: {offer}")
     return 1 if bad and args.strict else 0
 
 

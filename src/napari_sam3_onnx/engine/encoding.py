@@ -174,16 +174,27 @@ class SliceEncoder:
 
         return remove
 
-    def key(self, ref: SliceRef) -> SliceKey:
-        """The cache key of a plane."""
+    def key(self, ref: SliceRef, need: Capability | None = None) -> SliceKey:
+        """The cache key of a plane for the workflow ``need`` (None: the default encoder).
+
+        A bundle with one image encoder per precision (a per-workflow bundle) adds the
+        encoder that serves ``need`` (:meth:`variant`), so a plane used by two workflows of
+        different precisions has two keys and two embeddings.
+        """
         window = None if ref.window is None else (float(ref.window[0]), float(ref.window[1]))
         region = None if ref.region is None else tuple(int(v) for v in ref.region)
-        return SliceKey(ref.source, ref.data_version, tuple(ref.index), window, self.model_id,
-                        region)
+        variant = self.variant(need)
+        model = self.model_id if variant is None else (self.model_id, variant)
+        return SliceKey(ref.source, ref.data_version, tuple(ref.index), window, model, region)
 
-    def cached(self, ref: SliceRef) -> Embedding | None:
-        """The plane's embedding if it is cached (no encoding)."""
-        return self.cache.get(self.key(ref))
+    def variant(self, need: Capability | None) -> str | None:
+        """The image encoder that serves ``need`` (None: the bundle's default one)."""
+        which = getattr(self.adapter, "encoder_variant", None)  # stand-ins may lack it
+        return None if which is None else which(need)
+
+    def cached(self, ref: SliceRef, need: Capability | None = None) -> Embedding | None:
+        """The plane's embedding for ``need`` if it is cached (no encoding)."""
+        return self.cache.get(self.key(ref, need))
 
     def rgb(self, ref: SliceRef) -> np.ndarray:
         """The ``(rows, cols, 3)`` uint8 image the model sees for this plane (or its region)."""
@@ -198,7 +209,7 @@ class SliceEncoder:
         embedding made for another workflow is completed with the missing encoder and cached
         again. Without it, everything is encoded.
         """
-        key = self.key(ref)
+        key = self.key(ref, need)
         emb = self.cache.get_or_compute(key, lambda: self._reported(ref, need))
         if need is not None and self.adapter.lacks(emb, need):
             emb = self.adapter.complete(emb, self.rgb(ref), need)

@@ -105,6 +105,7 @@ def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: s
     from ..engine.concepts.tokenizer import ClipTokenizer
     from ..engine.interactive import Prompt, segment
     from ..engine.postprocess import logits_to_mask
+    from ..models.base import Capability
     from ..models.bundle import open_adapter
     from ..models.runtime import RuntimeConfig
     from .scenes import test_image
@@ -115,11 +116,12 @@ def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: s
         img = test_image(0)
         emb = adapter.encode(img)
         out: dict = {"features": {k: np.array(v) for k, v in emb.features.items()}}
+        routed = _Routed(adapter, img, emb)  # a per-workflow bundle: each stage's own encoder
         for stage in (s for s in STAGES if s in stages):
             if stage == "clicks":
                 out["clicks"] = []
                 for pts, labs, box in CLICK_PROMPTS:
-                    res = segment(adapter, emb, Prompt.clicks(
+                    res = segment(adapter, routed(Capability.CLICKS), Prompt.clicks(
                         np.asarray(pts, float).reshape(-1, 2), labs, box))
                     out["clicks"].append({"candidate": res.candidate, "mask": res.mask,
                                           "logits": res.low_res_logits})
@@ -129,7 +131,9 @@ def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: s
                 for phrase, exemplar in CONCEPT_PROMPTS:
                     boxes = None if exemplar is None else np.array([exemplar], np.float32)
                     labels = None if boxes is None else np.array([1], np.int64)
-                    det = adapter.concept_detector.detect(emb, texts.get(phrase), boxes, labels)
+                    need = Capability.TEXT if exemplar is None else Capability.EXEMPLARS
+                    det = adapter.concept_detector.detect(routed(need), texts.get(phrase),
+                                                          boxes, labels)
                     keep = np.flatnonzero(det.scores > 0.5)
                     out["concepts"].append({"scores": np.array(det.scores), "masks": {
                         int(i): (logits_to_mask(det.masks[i], img.shape[:2], 0.0),
@@ -137,10 +141,28 @@ def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: s
             elif stage == "propagation":
                 out["propagation"] = _propagation(adapter)
             else:
-                out["automatic"] = _automatic(adapter, img, emb)
+                out["automatic"] = _automatic(adapter, img, routed(Capability.ENCODE))
             yield stage, out
     finally:
         adapter.close()
+
+
+class _Routed:
+    """The test image's embedding for a workflow: the encoder the bundle grants it, once each.
+
+    A bundle with one encoder (every bundle but a per-workflow one) answers every workflow
+    with the embedding already made.
+    """
+
+    def __init__(self, adapter, img: np.ndarray, default) -> None:
+        self.adapter, self.img = adapter, img
+        self.made = {None: default}
+
+    def __call__(self, need):
+        variant = self.adapter.encoder_variant(need)
+        if variant not in self.made:
+            self.made[variant] = self.adapter.encode_for(self.img, need)
+        return self.made[variant]
 
 
 def _propagation(adapter) -> list:

@@ -34,6 +34,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..models.workflow_precision import ROLES
 from .gate import GATES, cached_decisions, compare  # noqa: F401  (the gate: .gate)
 from .manifest import read_manifest, write_manifest
 from .variants import (  # noqa: F401  (the conversions: .variants; importable from here)
@@ -56,10 +57,14 @@ def add_precision_arguments(p: argparse.ArgumentParser, default: str = "fp32") -
                         + ",".join(DEFAULT_GRAPHS) + ")")
     p.add_argument("--mode", choices=("storage", "compute"), default="storage",
                    help="fp16: fp16 weights with fp32 compute, or fp16 compute")
-    p.add_argument("--int8-candidates", choices=("search", "custom"), default="search",
-                   help="int8: try the recipes of export.candidates fastest first and keep the "
-                        "first that passes the gate (default), or build the one variant named "
-                        "by --graphs / --int8-method")
+    p.add_argument("--int8-candidates", choices=("per-workflow", "search", "custom"),
+                   default="per-workflow",
+                   help="int8: per-workflow (default): int8 image encoder and memory attention "
+                        "for the workflows whose gate verdict passes, fp32 graphs for the "
+                        "others, in one bundle (export.workflow_bundle); search: try the "
+                        "recipes of export.candidates fastest first and keep the first that "
+                        "passes every workflow; custom: the one variant named by --graphs / "
+                        "--int8-method, one verdict")
     p.add_argument("--int8-method", choices=("dynamic", "weight-only"), default=None,
                    help="int8 custom: dynamic (int8 arithmetic, the default) or weight-only "
                         "(int8 weights, fp32 arithmetic)")
@@ -107,7 +112,14 @@ def int8_weights_for(request: str) -> tuple[str, str]:
 
 def run_precision(args: argparse.Namespace, fp32: Path, out: Path) -> int:
     """Convert ``fp32`` to ``out`` as ``args`` say, gate it, report; 1 (removed) if gated out."""
-    graphs = [g for g in (args.graphs or ",".join(DEFAULT_GRAPHS)).split(",") if g]
+    per_workflow = args.precision == "int8" and getattr(
+        args, "int8_candidates", "custom") == "per-workflow"
+    if per_workflow and (problem := argument_problem(args)):
+        raise SystemExit(problem)
+    defaults: tuple[str, ...] = DEFAULT_GRAPHS
+    if per_workflow:  # the graphs a per-workflow bundle routes, those this bundle has
+        defaults = tuple(r for r in ROLES if r in read_manifest(fp32)["graphs"])
+    graphs = [g for g in (args.graphs or ",".join(defaults)).split(",") if g]
     exclude = None if args.int8_exclude is None else [
         f for f in args.int8_exclude.split(",") if f]
     weights, why = int8_weights_for(getattr(args, "int8_weights", "auto"))
@@ -132,6 +144,8 @@ def run_precision(args: argparse.Namespace, fp32: Path, out: Path) -> int:
     size = {k: sum(f["bytes"] for f in m["files"].values())
             for k, m in (("fp32", read_manifest(fp32)), ("out", manifest))}
     result["bytes"] = size
+    if per_workflow:
+        return _per_workflow(args, fp32, out, result, graphs)
     manifest["decision_gate"] = result
     write_manifest(out, manifest, rehash=False)
     print(json.dumps(result, indent=2))
@@ -140,6 +154,25 @@ def run_precision(args: argparse.Namespace, fp32: Path, out: Path) -> int:
         print(f"gated out: the {args.precision} bundle was removed "
               "(use --keep-failed to keep it)")
     return 0 if result["passed"] else 1
+
+
+def _per_workflow(args: argparse.Namespace, fp32: Path, out: Path, result: dict,
+                  graphs: list[str]) -> int:
+    """Make ``out`` the per-workflow bundle; 1 (removed unless kept) when no workflow passed."""
+    from .workflow_bundle import compose
+
+    manifest = compose(fp32, out, result["workflows"], graphs)
+    manifest["decision_gate"] = result
+    write_manifest(out, manifest, rehash=False)
+    print(json.dumps(result, indent=2))
+    print(f"wrote {out}: {manifest['precision']}")
+    if any(r["precision"] == "int8" for r in manifest["workflow_precision"].values()):
+        return 0
+    if not args.keep_failed:
+        shutil.rmtree(out)
+        print("gated out: no workflow kept fp32's decisions in int8; the bundle was removed "
+              "(use --keep-failed to keep it)")
+    return 1
 
 
 def argument_problem(args: argparse.Namespace) -> str | None:
@@ -152,7 +185,10 @@ def argument_problem(args: argparse.Namespace) -> str | None:
 
     if (problem := check_writable(getattr(args, "reference_cache", None))) is not None:
         return problem
-    if args.precision != "int8" or getattr(args, "int8_candidates", "custom") != "search":
+    candidates = getattr(args, "int8_candidates", "custom")
+    if args.precision == "int8" and candidates == "per-workflow":
+        return _per_workflow_problem(args)
+    if args.precision != "int8" or candidates != "search":
         return None
     if args.graphs is not None or args.int8_method is not None:
         return ("--graphs / --int8-method name one variant: add --int8-candidates custom "
@@ -160,6 +196,18 @@ def argument_problem(args: argparse.Namespace) -> str | None:
     if getattr(args, "skip_gate", False):
         return ("the int8 candidate search needs the gate: drop --skip-gate, or name one "
                 "variant with --int8-candidates custom")
+    return None
+
+
+def _per_workflow_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--int8-candidates per-workflow`` cannot work with these options (None: it can)."""
+    named = [g for g in (args.graphs or "").split(",") if g]
+    if extra := sorted(set(named) - set(ROLES)):
+        return (f"a per-workflow int8 bundle converts {', '.join(ROLES)} only, not "
+                f"{', '.join(extra)}: add --int8-candidates custom for one verdict")
+    if getattr(args, "skip_gate", False):
+        return ("a per-workflow int8 bundle needs the gate's verdicts: drop --skip-gate, or "
+                "add --int8-candidates custom")
     return None
 
 

@@ -181,6 +181,15 @@ class SamAdapter:
         """
         return self.encode(rgb)
 
+    def encoder_variant(self, need: Capability | None) -> str | None:
+        """The image encoder serving ``need`` when the bundle has one per precision, else None.
+
+        A per-workflow bundle (:mod:`~napari_sam3_onnx.models.workflow_precision`) names the
+        encoder file; None is the bundle's default encoder. Part of every embedding's cache
+        key, so an int8 embedding is never served to a workflow that runs fp32.
+        """
+        return None
+
     def lacks(self, embedding: Embedding, need: Capability) -> bool:
         """Whether ``embedding`` misses features the workflow ``need`` uses."""
         return False

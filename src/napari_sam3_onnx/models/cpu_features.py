@@ -138,3 +138,49 @@ def bundle_int8_weights(folder: Path | str) -> str | None:
     record = manifest.get("int8") if isinstance(manifest, dict) else None
     weights = record.get("weights") if isinstance(record, dict) else None
     return str(weights) if weights else None
+
+
+def convert_target(folder: Path | str, features: CpuFeatures, data_dir: Path | str) -> Path:
+    """Where ``napari-sam3-onnx convert`` writes ``folder``'s conversion for this CPU.
+
+    ``DATA/converted/<bundle>-int8-<format>``: in the data folder, never in the bundle's own.
+    """
+    return Path(data_dir) / "converted" / f"{Path(folder).name}-int8-{best_int8_format(features)}"
+
+
+def has_fp32_graphs(folder: Path | str) -> bool:
+    """Whether the bundle holds fp32 graphs a conversion can start from.
+
+    An fp32 bundle, or a per-workflow one (its ``graphs`` are fp32); not an int8-only one.
+    """
+    try:
+        manifest = json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("layout") == "nso-sam3" and (
+        manifest.get("precision") == "fp32" or isinstance(manifest.get("workflow_precision"),
+                                                          dict))
+
+
+def convert_offer(folder: Path | str, features: CpuFeatures, data_dir: Path | str) -> str:
+    """The command that converts a bundle whose int8 format does not suit this CPU ("" if none).
+
+    Only for a bundle with an int8 format this CPU runs slowly or inexactly
+    (:func:`int8_format_warning`) that also holds fp32 graphs to convert from.
+    """
+    if not int8_format_warning(bundle_int8_weights(folder), features):
+        return ""
+    if not has_fp32_graphs(folder):
+        return ""
+    target = convert_target(folder, features, data_dir)
+    return (f"napari-sam3-onnx convert {folder} --int8-weights auto --out {target} "
+            "(int8 in this CPU's format from the bundle's fp32 graphs, gated per workflow; "
+            "the bundle is not changed)")
+
+
+def int8_weights_note(request: str, features: CpuFeatures) -> str:
+    """``"int8 weights: s8 (auto: this CPU has VNNI)"`` for a ``--int8-weights`` request."""
+    if request != "auto":
+        return f"int8 weights: {request} (named)"
+    why = "VNNI" if features.vnni else ("AVX2 only" if features.known else "flags unknown")
+    return f"int8 weights: {best_int8_format(features)} (auto: {why})"

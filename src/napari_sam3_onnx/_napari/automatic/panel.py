@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict
+from functools import partial
 
 import numpy as np
 from napari.layers import Labels
@@ -222,7 +223,8 @@ class AutoPanel(QWidget):
         self.progress.setVisible(True)
         work: tuple  # the worker's generator function and its arguments
         if job is None:  # the API's loop on the shared (single-flight) embedding cache
-            work = (iter_segment_refs, encoder.adapter, encoder.embed, refs, settings,
+            embed = partial(encoder.embed, need=Capability.ENCODE)  # the automatic's encoder
+            work = (iter_segment_refs, encoder.adapter, embed, refs, settings,
                     self.settings.link_value, 1, tiling, self._cancel.is_set)
         else:
             work = (iter_tracked, self.host.model.workspace, job, settings, self._cancel)

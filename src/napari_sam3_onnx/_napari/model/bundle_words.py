@@ -5,18 +5,22 @@ Reads only small files (``manifest.json``) and the registry; no Qt.
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
+from napari_sam3_onnx._napari.model.precision_note import per_workflow_note
 from napari_sam3_onnx.models.base import Capability, SamAdapter
 from napari_sam3_onnx.models.cpu_features import (
     bundle_int8_weights,
+    convert_offer,
     cpu_features,
     int8_format_warning,
 )
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 from napari_sam3_onnx.models.gate_verdicts import verdict_words, workflow_verdicts
 from napari_sam3_onnx.models.openvino_runtime import openvino_precision
+from napari_sam3_onnx.models.registry import home_dir
 
 TOY_NOTE = ("TOY TEST MODEL: tiny hand-written graphs that outline bright blobs, so every tab "
             "can be tried on the sample. It is not SAM 3; load real SAM 3 weights for real work.")
@@ -67,8 +71,12 @@ def cpu_path_notes(folder: Path, device: str) -> str:
         warning = int8_format_warning(bundle_int8_weights(folder), cpu_features())
         if warning:
             notes.append(f"<b style='color:orange'>int8 on this CPU:</b> {warning}")
+            if offer := convert_offer(folder, cpu_features(), home_dir()):
+                notes.append(f"Convert it for this CPU: <tt>{html.escape(offer)}</tt>")
     verdicts = workflow_verdicts(folder)
-    if verdicts is not None and not all(verdicts.values()):
+    if plan_note := per_workflow_note(folder):  # it runs fp32 where the gate failed
+        notes.append(plan_note)
+    elif verdicts is not None and not all(verdicts.values()):
         notes.append(f"Decision gate against fp32: {verdict_words(verdicts)}. For the "
                      "workflows it fails (or did not run), fp32's answers may differ: use the "
                      "fp32 bundle for them.")

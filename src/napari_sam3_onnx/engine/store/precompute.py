@@ -60,6 +60,14 @@ class StoreBackedEncoder(SliceEncoder):
         self.store = store
         self.image_name = image_name or (lambda ref: str(ref.source))
 
+    def variant(self, need: Capability | None) -> str | None:
+        """Always the default encoder: a store holds one embedding per plane, for every workflow.
+
+        A per-workflow bundle's other encoders (int8 for some workflows) are not used with a
+        store, so what it keeps stays the bundle's default (fp32) embedding.
+        """
+        return None
+
     def entry_key(self, ref: SliceRef, plane: np.ndarray) -> EntryKey:
         """The store key of a plane (or of its region) already read from ``ref``."""
         window = None if ref.window is None else (float(ref.window[0]), float(ref.window[1]))

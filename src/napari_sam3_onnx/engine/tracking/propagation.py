@@ -168,7 +168,7 @@ class _Run:
         """Decode every seed slice first (conditioning slices, no memory); yield each."""
         self.cond_out = {o: {} for o in objs}
         for index in sorted({s.index for ss in objs.values() for s in ss}):
-            emb = self.encoder.embed(self.refs[index], Capability.CLICKS)
+            emb = self.encoder.embed(self.refs[index], Capability.MEMORY)
             outs = {}
             for oid, ss in objs.items():
                 seed = next((s for s in ss if s.index == index), None)
@@ -222,7 +222,7 @@ class _Run:
         todo = [o for o in live if index not in self.cond_out[o]]
         if not todo:
             return None
-        emb = self.encoder.embed(self.refs[index], Capability.CLICKS)
+        emb = self.encoder.embed(self.refs[index], Capability.MEMORY)
         outs: dict[int, SliceOutput] = {}
         for oid in todo:
             if self._track_object(oid, index, sign, emb, live[oid], later, outs):

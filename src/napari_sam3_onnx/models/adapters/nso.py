@@ -40,6 +40,8 @@ from ..errors import BundleFileError, LayoutMismatchError, ModelFileMissingError
 from ..files import read_json, read_npz
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
+from ..values import Capability
+from ..workflow_precision import WorkflowPlan, WorkflowPlanError, read_plan
 from . import _assumptions as asm
 from . import _memory as mem
 from . import _tracker_util as tu
@@ -75,6 +77,15 @@ def _find(graphs: Mapping[str, GraphSignature], role: str) -> GraphSignature | N
     return None
 
 
+def _plan(folder: Path) -> WorkflowPlan | None:
+    """The bundle's per-workflow graphs (None: one precision for all)."""
+    try:
+        plan = read_plan(folder)
+    except WorkflowPlanError as exc:
+        raise BundleFileError(folder / "manifest.json", str(exc)) from exc
+    return plan if plan is not None and "image_encoder" in plan.default else None
+
+
 class NsoAdapter(SamAdapter):
     """Clicks, boxes, text, exemplars and memory with the ``nso-sam3`` bundle."""
 
@@ -90,7 +101,15 @@ class NsoAdapter(SamAdapter):
 
     def __init__(self, graphs: Mapping[str, GraphSignature], config: RuntimeConfig) -> None:
         enc, dec = graphs["encoder"], graphs["decoder"]
-        self.encoder = LazySession(enc.path, config)
+        self.plan = _plan(enc.path.parent)
+        folder = enc.path.parent
+        # a per-workflow bundle: the default (fp32) encoder is the manifest's, not the file
+        # that sorts first; the others run for the workflows the manifest grants them
+        enc_path = folder / self.plan.default["image_encoder"] if self.plan else enc.path
+        self.encoder = LazySession(enc_path, config)
+        self._encoders: dict[str, LazySession] = {} if self.plan is None else {
+            name: LazySession(folder / name, config)
+            for name in self.plan.files("image_encoder")[1:]}
         # The decoder runs many times on same-shaped feeds: onnxruntime's CPU arena reuses its
         # buffers (without it a batch of 16 clicks cost 3x more per click, fresh pages every
         # call); the encoder keeps the config's choice (its arena raised the peak, not the speed).
@@ -125,7 +144,11 @@ class NsoAdapter(SamAdapter):
                                   exemplars=True)  # text, exemplars
         if has_att:
             self.memory_encoder = LazySession(graphs["memory_encoder"].path, config)
-            self.memory_attention = LazySession(graphs["memory_attention"].path, config)
+            att = graphs["memory_attention"].path
+            if self.plan is not None and (name := self.plan.file_for(
+                    Capability.MEMORY, "memory_attention")):
+                att = folder / name  # memory attention serves propagation alone
+            self.memory_attention = LazySession(att, config)
             self._attach_memory(NsoMemory(self.memory_encoder, self.memory_attention,
                                           self._settings, self._maskmem_pos, self._mask_size,
                                           self._channels))  # memory
@@ -201,6 +224,17 @@ class NsoAdapter(SamAdapter):
         return encode_image(self.encoder, self._input, self.layout, rgb, self._encoder_outputs)
 
     @override
+    def encode_for(self, rgb: np.ndarray, need: Capability) -> Embedding:
+        """Encode with the encoder the manifest grants ``need``'s workflow (default: fp32)."""
+        name = self.encoder_variant(need)
+        session = self.encoder if name is None else self._encoders[name]
+        return encode_image(session, self._input, self.layout, rgb, self._encoder_outputs)
+
+    @override
+    def encoder_variant(self, need: Capability | None) -> str | None:
+        return None if self.plan is None else self.plan.variant(need)
+
+    @override
     def close(self) -> None:
         tu.close_all(self.encoder, self.decoder, self.language, self.detector,
-                     self.memory_encoder, self.memory_attention)
+                     self.memory_encoder, self.memory_attention, *self._encoders.values())
