@@ -48,7 +48,7 @@ def _peak(argv, warm_options=("--range", "18:22")) -> tuple[int, int]:
     is counted is the run's own data.
     """
     warm = [str(a) for a in argv]
-    for flag, suffix in (("--out", ".warm.npy"), ("--table", ".warm.csv")):
+    for flag, suffix in (("--out", ".warm.npy"), ("--table", ".warm.csv"), ("--csv", ".warm.csv")):
         if flag in warm:
             warm[warm.index(flag) + 1] += suffix
     assert main([*warm, *warm_options]) == 0
@@ -164,3 +164,81 @@ def test_text_and_segment_all_stay_streamed(pag, big_stack, tmp_path):
             Z, ROWS, COLS)
         assert peak < few + plane, f"{name}: {peak / 1e6:.1f} MB for {Z} planes, " \
             f"{few / 1e6:.1f} MB for 4"
+
+
+def _label_pair(shape, seed):
+    """Asymmetric labels through z: objects over several planes, empty planes, lone ids."""
+    rng = np.random.default_rng(seed)
+    z, rows, cols = shape
+    pred, gt = np.zeros(shape, np.int32), np.zeros(shape, np.uint16)
+    rr, cc = np.mgrid[:rows, :cols]
+    for k in range(1, 13):
+        r, c, rad = rng.integers(5, rows - 5), rng.integers(5, cols - 5), rng.integers(3, 9)
+        z0, z1 = sorted(rng.integers(0, z, 2))
+        disc = (rr - r) ** 2 + (cc - c) ** 2 <= rad ** 2
+        for p in range(z0, z1 + 1):
+            gt[p][disc] = k
+            if k % 5:  # every fifth true object is missed (an id only in the ground truth)
+                shift = int(rng.integers(-2, 3))
+                pred[p][np.roll(disc, shift, axis=1)] = 100 + k
+    pred[0, :4, :6] = 999  # a prediction with no true object (an id only in the prediction)
+    pred[z // 2], gt[z // 2] = 0, 0  # an empty plane in both
+    gt[z - 1] = 0  # and one with predictions only
+    return pred, gt
+
+
+def test_streamed_matching_equals_the_whole_volume_matching(tmp_path):
+    from napari_sam3_onnx import api
+    from napari_sam3_onnx.engine.evaluation import (
+        evaluate_labels,
+        overlap_iou,
+        streamed_iou,
+        true_positives,
+    )
+
+    for seed, shape in ((0, (7, 41, 67)), (1, (5, 90, 33)), (2, (3, 30, 50))):
+        pred, gt = _label_pair(shape, seed)
+        iou, p_ids, g_ids = overlap_iou(pred, gt)  # the whole-volume reference
+        s_iou, s_p, s_g = streamed_iou(pred, gt)
+        assert len(p_ids) > 3 and len(g_ids) > 3 and 999 in p_ids
+        np.testing.assert_array_equal(s_iou, iou)  # bit for bit
+        np.testing.assert_array_equal(s_p, p_ids)
+        np.testing.assert_array_equal(s_g, g_ids)
+        assert s_p.dtype == p_ids.dtype and s_g.dtype == g_ids.dtype
+        ev = evaluate_labels(pred, gt)
+        assert (ev.n_pred, ev.n_true) == (len(p_ids), len(g_ids))
+        for c in ev.counts:
+            tp = true_positives(iou, c.threshold)
+            assert (c.tp, c.fp, c.fn) == (tp, len(p_ids) - tp, len(g_ids) - tp)
+        np.save(tmp_path / "p.npy", pred)
+        np.save(tmp_path / "g.npy", gt)
+        from_files = api.evaluate(tmp_path / "p.npy", tmp_path / "g.npy", names=["image"])
+        assert from_files.rows() == api.evaluate(pred, gt, names=["image"]).rows() == [ev.row()]
+    flat_p, flat_g = _label_pair((3, 40, 52), 3)
+    for a, b in ((flat_p[0], flat_g[0]), (np.zeros((6, 9), int), np.zeros((6, 9), int))):
+        got, want = streamed_iou(a, b), overlap_iou(a, b)
+        assert all(np.array_equal(x, y) for x, y in zip(got, want, strict=True))
+
+
+def test_evaluate_streams_stacks_larger_than_its_memory_budget(tmp_path):
+    # Before: np.unique over each whole volume (a sorted copy plus an int64 inverse: about
+    # 3.5 stacks' worth, far above the budget); now one plane pair at a time (peak ~2 MB).
+    import csv
+
+    from napari_sam3_onnx.engine.evaluation import overlap_iou, true_positives
+
+    pred, gt = _label_pair((Z, ROWS, COLS), 4)
+    for name, arr in (("pred", pred), ("truth", gt)):
+        (tmp_path / name).mkdir()
+        np.save(tmp_path / name / "stack.npy", arr)
+    iou, p_ids, g_ids = overlap_iou(pred, gt)
+    del pred, gt
+    table = tmp_path / "scores.csv"
+    code, peak = _peak(["evaluate", tmp_path / "pred", tmp_path / "truth", "--csv", table], ())
+    assert code == 0
+    (row,) = list(csv.DictReader(open(table)))
+    tp = true_positives(iou, 0.5)
+    assert (int(row["n_pred"]), int(row["n_true"]), int(row["tp50"])) == (
+        len(p_ids), len(g_ids), tp)
+    assert tp > 3 and int(row["fn50"]) == len(g_ids) - tp
+    assert peak < BUDGET, f"peak {peak / 1e6:.1f} MB over the {BUDGET / 1e6:.1f} MB budget"
