@@ -196,7 +196,8 @@ def test_streamed_matching_equals_the_whole_volume_matching(tmp_path):
         true_positives,
     )
 
-    for seed, shape in ((0, (7, 41, 67)), (1, (5, 90, 33)), (2, (3, 30, 50))):
+    # the last planes are larger than contingency.BLOCK: counted in several blocks
+    for seed, shape in ((0, (7, 41, 67)), (1, (5, 90, 33)), (2, (3, 30, 50)), (5, (4, 190, 203))):
         pred, gt = _label_pair(shape, seed)
         iou, p_ids, g_ids = overlap_iou(pred, gt)  # the whole-volume reference
         s_iou, s_p, s_g = streamed_iou(pred, gt)
@@ -241,4 +242,37 @@ def test_evaluate_streams_stacks_larger_than_its_memory_budget(tmp_path):
     assert (int(row["n_pred"]), int(row["n_true"]), int(row["tp50"])) == (
         len(p_ids), len(g_ids), tp)
     assert tp > 3 and int(row["fn50"]) == len(g_ids) - tp
+    assert peak < BUDGET, f"peak {peak / 1e6:.1f} MB over the {BUDGET / 1e6:.1f} MB budget"
+
+
+@pytest.mark.parametrize("through", [False, True])
+def test_text_exemplars_from_streams_its_exemplars_and_labels(big_stack, tmp_path, through):
+    # Before: the search built the (40, 240, 360) int32 labels in memory (13.8 MB) and the
+    # command read the exemplar labels whole; now both go plane by plane (exemplars read per
+    # plane, labels into a scratch memmap streamed to --out).
+    from napari_sam3_onnx import api
+    from napari_sam3_onnx.toy import bundle as toy_bundle
+
+    toy = toy_bundle.build(tmp_path / "toy")
+    truth = np.load(big_stack, mmap_mode="r")
+    ex = np.lib.format.open_memmap(tmp_path / "ex.npy", mode="w+", dtype=np.int32,
+                                   shape=truth.shape)
+    ex[20] = np.where(truth[20] > 0, 6, 0)  # one exemplar: the disc on plane 20
+    ex.flush()
+    del ex
+    out = tmp_path / "like.npy"
+    code, peak = _peak(["text", toy, big_stack, "--exemplars-from", tmp_path / "ex.npy",
+                        *(["--through-stack"] if through else []), "--out", out,
+                        "--table", tmp_path / "t.csv", "--quiet"], ())
+    assert code == 0
+    labels = np.load(out, mmap_mode="r")
+    assert labels.shape == (Z, ROWS, COLS) and labels.dtype == np.int32
+    want = api.search_like(toy, np.load(big_stack), np.load(tmp_path / "ex.npy"),
+                           through_stack=through).labels  # the in-memory API, same answer
+    assert all(np.array_equal(labels[z], want[z]) for z in range(Z))
+    for z in ((0, 20, Z - 1) if through else (20,)):  # the disc found (and carried) with one id
+        both = ((labels[z] == 1) & (truth[z] > 0)).sum()
+        assert both / ((labels[z] == 1) | (truth[z] > 0)).sum() > 0.6, z
+    if not through:
+        assert not labels[19].any() and not labels[21].any()
     assert peak < BUDGET, f"peak {peak / 1e6:.1f} MB over the {BUDGET / 1e6:.1f} MB budget"

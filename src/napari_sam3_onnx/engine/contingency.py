@@ -14,6 +14,9 @@ from collections import Counter
 
 import numpy as np
 
+#: Pixels counted per step of :meth:`Contingency.add` (bounds its temporaries to ~1.3 MB).
+BLOCK = 1 << 15
+
 
 def check_labels(pred, gt) -> None:
     """ValueError unless ``pred`` and ``gt`` are integer (or bool) labels of one shape.
@@ -81,16 +84,25 @@ class Contingency:
         self._pairs: Counter[tuple[int, int]] = Counter()
 
     def add(self, pred, gt) -> None:
-        """Count the pairs of one plane (or any block) of equal-shaped labels."""
-        pred, gt = np.asarray(pred).ravel(), np.asarray(gt).ravel()
+        """Count the pairs of one plane (or any block) of equal-shaped labels.
+
+        The pixels are counted :data:`BLOCK` at a time, so the sorting temporaries (about 40
+        bytes a pixel) stay far below the size of the plane itself.
+        """
+        pred, gt = np.asarray(pred).reshape(-1), np.asarray(gt).reshape(-1)
         if pred.shape != gt.shape:
             raise ValueError(f"planes of {pred.size} and {gt.size} pixels")
-        if pred.size == 0:
-            return
-        p_ids, p_inv = np.unique(pred, return_inverse=True)
+        for start in range(0, pred.size, BLOCK):
+            self._add_block(pred[start:start + BLOCK], gt[start:start + BLOCK])
+
+    def _add_block(self, pred: np.ndarray, gt: np.ndarray) -> None:
+        p_ids, key = np.unique(pred, return_inverse=True)
         g_ids, g_inv = np.unique(gt, return_inverse=True)
-        keys, counts = np.unique(p_inv.reshape(-1).astype(np.int64) * len(g_ids)
-                                 + g_inv.reshape(-1), return_counts=True)
+        key = key.astype(np.int64, copy=False)
+        key *= len(g_ids)
+        key += g_inv
+        del g_inv
+        keys, counts = np.unique(key, return_counts=True)
         for p, g, n in zip(p_ids[keys // len(g_ids)].tolist(), g_ids[keys % len(g_ids)].tolist(),
                            counts.tolist(), strict=True):
             self._pairs[(p, g)] += n
