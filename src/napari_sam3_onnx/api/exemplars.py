@@ -291,8 +291,8 @@ def search_from_labels(
         except StopIteration as stop:
             result = stop.value
             break
-        for oid, out in (tracked.outputs or {}).items():
-            crop = _crop(out.mask)
+        for oid, output in (tracked.outputs or {}).items():
+            crop = _crop(output.mask)
             if crop is not None:
                 masks[(int(oid), int(tracked.index))] = crop
             else:
