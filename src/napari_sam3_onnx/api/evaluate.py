@@ -51,7 +51,8 @@ class EvaluationReport:
 
 def _labels(item, what: str) -> np.ndarray:
     arr = read_image(item) if isinstance(item, (str, Path)) else item
-    arr = np.asarray(arr)
+    if not (hasattr(arr, "shape") and hasattr(arr, "dtype")):
+        arr = np.asarray(arr)  # lazy arrays stay lazy: they are read plane by plane
     if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
         raise InputError(f"The {what} is {arr.dtype}; give a label image of integer ids.")
     return arr
@@ -71,7 +72,8 @@ def evaluate(
     pred, gt : array-like or path, or lists of them (paired in order)
         Integer label images of equal shapes, 2-D ``(rows, cols)`` or 3-D ``(planes, rows,
         cols)`` (matched as volumes: one id per object through z); 0 = background. Files are
-        read with :func:`~.io.read_image`.
+        read with :func:`~.io.read_image` and, like memmaps or zarr/dask arrays, one plane at
+        a time: only the overlap counts per pair of ids are kept, never a whole volume.
     names : sequence of str, optional
         Names for the table (default: the prediction's file name, or ``image0``, ...).
     thresholds : sequence of float
@@ -103,8 +105,8 @@ def evaluate(
     results = []
     for p, g, n in zip(preds, gts, names, strict=True):
         pa, ga = _labels(p, "prediction"), _labels(g, "ground truth")
-        if pa.shape != ga.shape:
-            raise InputError(f"{n}: the prediction has shape {pa.shape} but the ground truth "
-                             f"{ga.shape}")
+        if tuple(pa.shape) != tuple(ga.shape):
+            raise InputError(f"{n}: the prediction has shape {tuple(pa.shape)} but the ground "
+                             f"truth {tuple(ga.shape)}")
         results.append(evaluate_labels(pa, ga, n, thresholds))
     return EvaluationReport(tuple(results), pooled(results))

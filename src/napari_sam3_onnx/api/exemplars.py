@@ -127,8 +127,12 @@ class ExemplarSearch:
 
     @property
     def objects(self) -> int:
-        """Distinct object ids in the result."""
-        return int(len(np.unique(self.labels)) - (1 if (self.labels == 0).any() else 0))
+        """Distinct object ids in the result (counted per plane: ``labels`` may be a memmap)."""
+        planes = self.labels if self.labels.ndim == 3 else self.labels[None]
+        ids: set[int] = set()
+        for plane in planes:
+            ids.update(np.unique(plane).tolist())
+        return len(ids - {0})
 
 
 def _crop_iou(a: Crop, b: Crop) -> float:
@@ -172,13 +176,13 @@ def _groups(seeds: Mapping[int, int], masks: Mapping[tuple[int, int], Crop],
     return {o: root(o) for o in seeds}
 
 
-def _compose(n: int, shape: tuple[int, int], seeds: Mapping[int, int],
+def _compose(out: np.ndarray, seeds: Mapping[int, int],
              masks: Mapping[tuple[int, int], Crop], group: Mapping[int, int]) -> np.ndarray:
-    """``(n, rows, cols)`` int32: per plane, each group's track from its nearest seed."""
+    """``out`` ``(n, rows, cols)`` int32, rewritten per plane: each group's nearest-seed track."""
     roots = sorted(set(group.values()), key=lambda r: (seeds[r], r))
     ids = {r: k + 1 for k, r in enumerate(roots)}
-    out = np.zeros((n, *shape), np.int32)
-    for z in range(n):
+    for z in range(out.shape[0]):
+        out[z] = 0
         for r in roots:
             members = [o for o in seeds if group[o] == r and (o, z) in masks]
             if not members:
@@ -187,6 +191,17 @@ def _compose(n: int, shape: tuple[int, int], seeds: Mapping[int, int],
             r0, c0, m = masks[(best, z)]
             window = out[z, r0:r0 + m.shape[0], c0:c0 + m.shape[1]]  # a view: written in place
             window[m & (window == 0)] = ids[r]
+    return out
+
+
+def _target(out: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    """``out`` zeroed plane by plane (checked), or a new zeroed int32 array of ``shape``."""
+    if out is None:
+        return np.zeros(shape, np.int32)
+    if tuple(out.shape) != shape or out.dtype != np.int32:
+        raise ValueError(f"out is {out.dtype} {tuple(out.shape)}; the labels need int32 {shape}")
+    for z in range(shape[0]):
+        out[z] = 0
     return out
 
 
@@ -203,6 +218,7 @@ def search_from_labels(
     stop_after_absent: int | None = 2,
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    out: np.ndarray | None = None,
 ) -> ExemplarSearch:
     """Exemplar search on the exemplars' planes, optionally carried and linked through z.
 
@@ -229,6 +245,10 @@ def search_from_labels(
     progress, cancelled : callable, optional
         ``progress(done, total)`` in steps (searched planes, then propagated planes);
         ``cancelled()`` True stops between planes.
+    out : numpy.ndarray, optional
+        ``(len(refs), rows, cols)`` int32 array the labels are written into, plane by plane
+        (e.g. a ``.npy`` memmap, so no labels stack is held in memory); it becomes the result's
+        ``labels``. Default: a new array.
 
     Raises
     ------
@@ -247,7 +267,7 @@ def search_from_labels(
     if not planes or planes[0] < 0 or planes[-1] >= len(refs):
         raise PromptError(f"Exemplar planes {planes} are not planes of the {len(refs)} given.")
     shape = refs[0].plane_shape
-    run = ExemplarSearch(np.zeros((len(refs), *shape), np.int32), planes)
+    run = ExemplarSearch(_target(out, (len(refs), *shape)), planes)
     by_index = {tuple(refs[k].index): exemplars[k] for k in planes}
     steps = iter_search(workspace, [refs[k] for k in planes], list(concepts), floor=floor,
                         exemplars=by_index, min_area=min_area, cancelled=cancelled)
@@ -271,8 +291,8 @@ def search_from_labels(
         except StopIteration as stop:
             result = stop.value
             break
-        for oid, out in (tracked.outputs or {}).items():
-            crop = _crop(out.mask)
+        for oid, output in (tracked.outputs or {}).items():
+            crop = _crop(output.mask)
             if crop is not None:
                 masks[(int(oid), int(tracked.index))] = crop
             else:
@@ -282,7 +302,7 @@ def search_from_labels(
     for o, k in seeds_at.items():  # an instance is its own mask on its own plane
         masks[(o, k)] = _crop(run.labels[k] == o)  # type: ignore[assignment]
     group = _groups(seeds_at, masks, link_iou)
-    run.labels = _compose(len(refs), shape, seeds_at, masks, group)
+    run.labels = _compose(run.labels, seeds_at, masks, group)
     run.method, run.cancelled = result.method, bool(result.cancelled)
     return run
 
@@ -306,6 +326,7 @@ def search_like(
     image: str = "image",
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    out: np.ndarray | None = None,
 ) -> ExemplarSearch:
     """Find every object like the labelled ones (the headless API of :func:`search_from_labels`).
 
@@ -317,13 +338,17 @@ def search_like(
     data : array-like
         ``(rows, cols)`` image or ``(n, rows, cols)`` gray stack.
     labels : array-like
-        Integer labels of the same shape: the exemplars.
+        Integer labels of the same shape: the exemplars (read plane by plane: a memmap or a
+        lazy :func:`~.io.read_image` view stays on disk).
     positive, negative, others_negative
         As in :func:`exemplars_from_labels`.
     concepts, through_stack, floor, min_area, link_iou, stop_after_absent, progress, cancelled
         As in :func:`search_from_labels`.
     window, store, image
         Contrast window; embedding store; the image's name in it.
+    out : numpy.ndarray, optional
+        int32 array of the input's shape the labels are written into (see
+        :func:`search_from_labels`).
 
     Returns
     -------
@@ -341,14 +366,15 @@ def search_like(
         raise InputError(f"search_like takes a (rows, cols) image or an (n, rows, cols) stack; "
                          f"got shape {tuple(view.shape)}.")
     flat = view.ndim == 2
-    lab = np.asarray(labels)
-    if lab.shape != tuple(view.shape) or not np.issubdtype(lab.dtype, np.integer):
-        raise InputError(f"The labels have shape {lab.shape} and dtype {lab.dtype}; the image "
-                         f"needs integer labels of shape {tuple(view.shape)}.")
+    lab = labels if hasattr(labels, "shape") and hasattr(labels, "dtype") else np.asarray(labels)
+    if tuple(lab.shape) != tuple(view.shape) or not np.issubdtype(lab.dtype, np.integer):
+        raise InputError(f"The labels have shape {tuple(lab.shape)} and dtype {lab.dtype}; the "
+                         f"image needs integer labels of shape {tuple(view.shape)}.")
     if flat:
         if through_stack:
             raise PromptError("through_stack needs a stack; this is one plane.")
-        view, lab = StackJob(np.asarray(data)[None], image).view(), lab[None]
+        view, lab = StackJob(np.asarray(data)[None], image).view(), np.asarray(lab)[None]
+        out = None if out is None else out[None]
     job = StackJob(view, image, window=check_window(window))
     workspace = bundle.workspace(store, EmbeddingCache())
     slots = workspace.adapter.concept_detector.max_exemplars if workspace.adapter else None
@@ -358,7 +384,7 @@ def search_like(
     run = search_from_labels(workspace, job.refs(job.view()), exemplars, concepts,
                              through_stack=through_stack, floor=floor, min_area=min_area,
                              link_iou=link_iou, stop_after_absent=stop_after_absent,
-                             progress=progress, cancelled=cancelled)
+                             progress=progress, cancelled=cancelled, out=out)
     run.notes[:0] = notes
     if flat:
         run.labels = run.labels[0]

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
-
 from .. import api
 from ..api.io import InputError, expand_inputs, image_names, planes_view
 from ..api.text import table_columns, table_rows
@@ -24,6 +22,7 @@ from .labels_run import (
     _outputs,
     _record,
     open_labels_run,
+    scratch_labels,
     write_labels_run,
 )
 from .progress import Bar
@@ -84,7 +83,7 @@ def _cmd_text_exemplars(args: argparse.Namespace) -> int:
                          "--slices and --tile.")
     job = _job(args, path, image_names([path])[0])
     view = job.view()
-    labels = np.asarray(planes_view(api.read_image(args.exemplars_from), args.axis))
+    labels = planes_view(api.read_image(args.exemplars_from), args.axis)  # read per plane
     phrases = parse_concepts(args.concepts) if args.concepts else []
     bundle = _bundle(args)
     bundle.adapter.require(Capability.EXEMPLARS)
@@ -96,20 +95,23 @@ def _cmd_text_exemplars(args: argparse.Namespace) -> int:
         "concepts": phrases, "exemplars_from": str(Path(args.exemplars_from).resolve())},
         store=store)
     bar = Bar("search", quiet=args.quiet)
-    try:
-        res = api.search_like(
-            bundle, view, labels, args.exemplar_ids, args.negative_ids,
-            others_negative=args.others_negative, concepts=phrases,
-            through_stack=args.through_stack, window=job.window, floor=args.floor,
-            min_area=args.min_area, link_iou=0.5 if args.link_iou is None else args.link_iou,
-            store=store, image=job.image, progress=bar.update)
-    finally:
-        bar.close()
-    stack = res.labels if res.labels.ndim == 3 else res.labels[None]
-    write_propagated(args, stack, _labels_metadata(args, path, view.ndim), record, provenance,
-                      shape=res.labels.shape)
+    # the labels fill a scratch memmap (linking rewrites planes) and stream to --out
+    with scratch_labels(args.out, tuple(view.shape)) as scratch:
+        try:
+            res = api.search_like(
+                bundle, view, labels, args.exemplar_ids, args.negative_ids,
+                others_negative=args.others_negative, concepts=phrases,
+                through_stack=args.through_stack, window=job.window, floor=args.floor,
+                min_area=args.min_area, link_iou=0.5 if args.link_iou is None else args.link_iou,
+                store=store, image=job.image, progress=bar.update, out=scratch)
+        finally:
+            bar.close()
+        stack = res.labels if res.labels.ndim == 3 else res.labels[None]
+        write_propagated(args, stack, _labels_metadata(args, path, view.ndim), record,
+                          provenance, shape=res.labels.shape)
+        objects = res.objects
     how = f", carried through z ({res.method})" if res.method else ""
-    print(f"{res.objects} object(s) like the exemplars on plane(s) "
+    print(f"{objects} object(s) like the exemplars on plane(s) "
           f"{', '.join(map(str, res.planes))}{how} -> {args.out}"
           + "".join(f"\nNote: {n}" for n in res.notes))
     return 0

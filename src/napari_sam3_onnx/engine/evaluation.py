@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from .contingency import Contingency, check_labels, iou_from_pairs
+
 #: IoU thresholds 0.50:0.05:0.95.
 THRESHOLDS = tuple(round(0.5 + 0.05 * k, 2) for k in range(10))
 
@@ -44,21 +46,35 @@ def overlap_iou(pred: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarra
         ``(P, G)`` float64 IoU, and the ``(P,)`` predicted and ``(G,)`` true ids it is indexed by.
     """
     pred, gt = np.asarray(pred), np.asarray(gt)
-    if pred.shape != gt.shape:
-        raise ValueError(f"prediction {pred.shape} and ground truth {gt.shape} differ in shape")
-    for name, a in (("prediction", pred), ("ground truth", gt)):
-        if not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
-            raise ValueError(f"the {name} is {a.dtype}, not a label image of integer ids")
+    check_labels(pred, gt)
     p_ids, p_inv = np.unique(pred.ravel(), return_inverse=True)
     g_ids, g_inv = np.unique(gt.ravel(), return_inverse=True)
     pairs = np.bincount(p_inv * len(g_ids) + g_inv, minlength=len(p_ids) * len(g_ids))
     pairs = pairs.reshape(len(p_ids), len(g_ids)).astype(np.float64)
-    p_area, g_area = pairs.sum(axis=1), pairs.sum(axis=0)
-    keep_p, keep_g = p_ids != 0, g_ids != 0
-    inter = pairs[np.ix_(keep_p, keep_g)]
-    union = p_area[keep_p][:, None] + g_area[keep_g][None, :] - inter
-    iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
-    return iou, p_ids[keep_p], g_ids[keep_g]
+    return iou_from_pairs(pairs, p_ids, g_ids)
+
+
+def streamed_iou(pred, gt) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`overlap_iou` of two label volumes read one plane at a time.
+
+    Parameters
+    ----------
+    pred, gt : array-like
+        Integer labels of one shape, ``(rows, cols)`` or ``(..., rows, cols)``: numpy, memmap,
+        zarr, dask or a lazy file view (:func:`~..api.io.read_image`), indexed by leading
+        integer indices. Only one plane of each is in memory at a time; the result is exactly
+        :func:`overlap_iou` of the whole arrays.
+    """
+    pred, gt = (a if hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a)
+                for a in (pred, gt))
+    check_labels(pred, gt)
+    table = Contingency(pred.dtype, gt.dtype)
+    if len(pred.shape) <= 2:
+        table.add(pred, gt)
+    else:
+        for index in np.ndindex(*(int(n) for n in pred.shape[:-2])):
+            table.add(pred[index], gt[index])
+    return table.iou()
 
 
 def match_pairs(iou: np.ndarray, threshold: float) -> list[tuple[int, int]]:
@@ -172,22 +188,23 @@ COLUMNS = ("image", "n_pred", "n_true", "msa", "precision", "recall", "f1", "ap5
 
 
 def evaluate_labels(
-    pred: np.ndarray, gt: np.ndarray, name: str = "image",
+    pred, gt, name: str = "image",
     thresholds: Sequence[float] = THRESHOLDS,
 ) -> Evaluation:
     """Match a predicted label image against the ground truth at each IoU threshold.
 
     Parameters
     ----------
-    pred, gt : numpy.ndarray
+    pred, gt : array-like
         Integer labels of the same shape (``(rows, cols)``, ``(planes, rows, cols)``, ...);
         0 = background. A 3-D array is matched as volumes: an object is one id through z.
+        Read one plane at a time (:func:`streamed_iou`): memmaps and lazy views stay on disk.
     name : str
         For the table.
     thresholds : sequence of float
         IoU thresholds (default 0.50:0.05:0.95).
     """
-    iou, p_ids, g_ids = overlap_iou(pred, gt)
+    iou, p_ids, g_ids = streamed_iou(pred, gt)
     counts = []
     for t in thresholds:
         tp = true_positives(iou, t)
