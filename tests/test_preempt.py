@@ -1,4 +1,4 @@
-"""Stopping a graph run from another thread: onnxruntime's RunOptions.terminate, OpenVINO's cancel."""
+"""Stopping a graph run from another thread (RunOptions.terminate, InferRequest.cancel)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import time
 import numpy as np
 import pytest
 
+from _slow_graph import SlowAdapter, build_slow_graph
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
 from napari_sam3_onnx.models.preempt import CancelToken, Preempted, current_token, preemptible
 from napari_sam3_onnx.models.runtime import LazySession
-
-from _slow_graph import SlowAdapter, build_slow_graph
 
 
 @pytest.fixture(scope="module")

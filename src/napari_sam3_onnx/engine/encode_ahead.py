@@ -283,6 +283,7 @@ class EncodeAhead:
                 if self._closed:
                     return
                 ref = self._queue.pop(0)
+                self._cond.notify_all()  # wait_idle may be waiting for an empty queue
                 encoder = self._encoder
                 if encoder is None or encoder.key(ref) in encoder.cache:
                     continue
@@ -315,6 +316,8 @@ class EncodeAhead:
             if self._yielded is token and self._encoder is encoder and self._enabled:
                 self._queue.insert(0, ref)  # re-queued, never served half-done
             self._yielded = None
+            if not self._enabled:
+                outcome, text = "off", ""
             self._set(outcome, text, ref if outcome == "failed" else None)
             self._cond.notify_all()
 
