@@ -26,6 +26,7 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
+from napari_sam3_onnx._napari.clicks.ahead import AheadControl
 from napari_sam3_onnx._napari.clicks.fov import make_fov_control
 from napari_sam3_onnx._napari.clicks.refine import RefineControl, RefiningSession
 from napari_sam3_onnx._napari.compact import compact_combo
@@ -92,8 +93,9 @@ class ClicksWidget(QWidget):
         self.positive.toggled.connect(self._polarity_changed)
         self.overwrite = QCheckBox("Overwrite other objects")
         self.overwrite.toggled.connect(lambda on: setattr(self.session, "overwrite", bool(on)))
-        self.prefetch = QCheckBox("Pre-encode neighbouring planes when idle")
-        self.prefetch.toggled.connect(lambda on: setattr(self.session, "prefetch", bool(on)))
+        self.ahead = AheadControl(self.workspace)  # encode ahead: on where memory allows
+        self.session.ahead = self.ahead.follow
+        self.prefetch = self.ahead.box
         self.fov = make_fov_control(self.session)
         commit = QPushButton("Commit [c]")
         commit.clicked.connect(self.commit)
@@ -124,7 +126,7 @@ class ClicksWidget(QWidget):
         clicks.addWidget(box)
         clicks.addWidget(help_text)
         self.refine = RefineControl(self.session, lambda: self.target.currentData())
-        for w in (self.refine, self.overwrite, self.prefetch, self.fov):
+        for w in (self.refine, self.overwrite, self.ahead, self.fov):
             clicks.addWidget(w)
         clicks.addLayout(buttons)
         clicks.addStretch(1)
@@ -143,6 +145,7 @@ class ClicksWidget(QWidget):
         self.save_labels = SaveLabelsButton(napari_viewer, self.notify)
         layout.addWidget(self.save_labels)
         layout.addWidget(self.encoding)
+        layout.addWidget(self.ahead.line)
         layout.addWidget(self.status)
 
         napari_viewer.layers.events.inserted.connect(self._refresh_choices)
@@ -150,7 +153,8 @@ class ClicksWidget(QWidget):
         napari_viewer.layers.events.moved.connect(self._refresh_choices)
         self._bind_keys(napari_viewer)
         self._bound_layers: list = []
-        self._teardown = partial(_teardown, napari_viewer, self.session, self._bound_layers)
+        self._teardown = partial(_teardown, napari_viewer, self.session, self._bound_layers,
+                                 self.ahead.scheduler)
         self._docked = False
         self.moving = False  # True while a menu entry moves the widget into its own dock
         self.destroyed.connect(self._teardown)
@@ -307,7 +311,7 @@ class ClicksWidget(QWidget):
         self.viewer.status = text
 
 
-def _teardown(viewer, session, bound_layers: list, _obj=None) -> None:
+def _teardown(viewer, session, bound_layers: list, ahead, _obj=None) -> None:
     """The widget is gone: stop the session and unbind its keys from the viewer and layers.
 
     Runs once, whichever comes first (the dock closed, the widget destroyed, the interpreter
@@ -317,6 +321,7 @@ def _teardown(viewer, session, bound_layers: list, _obj=None) -> None:
         return
     try:
         session.close()
+        ahead.close()  # its background encode is stopped, its thread ends
         for owner in (viewer, *bound_layers):
             for key in (*KEYS, *(LAYER_KEYS if owner is not viewer else ())):
                 owner.bind_key(key, None)

@@ -247,7 +247,7 @@ class EncodeAhead:
             self._cond.notify_all()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=30)
+            thread.join(timeout=5)
 
     # ---- the user's encodes --------------------------------------------------------------
     def _user_started(self, _ref: SliceRef) -> None:
