@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -127,7 +128,9 @@ class EncodeAhead:
     encoded : int
         Planes encoded in the background.
     preempted : int
-        Background encodes stopped to make way for the user's.
+        Background encodes stopped to make way for the user's (or a new plan).
+    stopped_at : float or None
+        ``time.perf_counter()`` when the last one had stopped (benchmarks).
     """
 
     def __init__(self, encoder: SliceEncoder | None = None, ahead: int = DEFAULT_AHEAD,
@@ -136,6 +139,7 @@ class EncodeAhead:
         self.ahead = int(ahead)
         self.series: SeriesHook | None = None
         self.encoded = self.preempted = 0
+        self.stopped_at: float | None = None
         self._memory, self._label = memory, label
         self._cond = threading.Condition()
         self._queue: list[SliceRef] = []
@@ -305,6 +309,7 @@ class EncodeAhead:
             encoder.embed(ref, cancel=token)
             self.encoded += 1
         except Preempted:
+            self.stopped_at = time.perf_counter()
             self.preempted += 1
             if self._user:
                 outcome, text = "paused", "paused: your encode first"
