@@ -162,7 +162,7 @@ class ClickSession:
         ref = layers.slice_ref(lay.image, index, self.data_version(lay.image))
         if not objects:
             self._clear_preview()
-            self._prefetch(ref)  # the plane shown may be encoded ahead of a click
+            self._prefetch(self.view.ref(self.viewer, lay.image, ref, []))  # before a click
             return
         ref = self.view.ref(self.viewer, lay.image, ref, [o.prompt for o in objects])
         job = click_flow.Job(self.generation, ref, [(o.key, with_feedback(o, self._last))
@@ -218,8 +218,8 @@ class ClickSession:
     def cancel(self) -> None:
         """Stop waiting for the encode in progress: the preview it was for is dropped.
 
-        onnxruntime cannot be interrupted through our sessions, so the encode runs to its end
-        in its worker; its embedding is cached, so prompting that plane later is immediate.
+        The user's encode is not stopped (only encode ahead's are): it runs to its end in its
+        worker and its embedding is cached, so prompting that plane later is immediate.
         """
         if self._encoding == 0:
             return
