@@ -26,6 +26,28 @@ def open_plugin_widget(viewer):
     return viewer.window.add_plugin_dock_widget(PLUGIN, dock_widget_name())
 
 
+@pytest.fixture(autouse=True)
+def encode_ahead_starts_off(monkeypatch):
+    """Encode ahead starts off in widget tests (it is on by default where memory allows).
+
+    Background encodes would make every test's encode counts depend on timing; the tests of
+    encode ahead itself ask for :func:`encode_ahead_default` and get the real default.
+    """
+    from napari_sam3_onnx._napari.clicks import ahead
+
+    real = ahead.default_on
+    monkeypatch.setattr(ahead, "default_on", lambda: False)
+    return real
+
+
+@pytest.fixture
+def encode_ahead_default(encode_ahead_starts_off, monkeypatch):
+    """The real "encode ahead" default for the widgets this test opens."""
+    from napari_sam3_onnx._napari.clicks import ahead
+
+    monkeypatch.setattr(ahead, "default_on", encode_ahead_starts_off)
+
+
 @pytest.fixture
 def open_widget():
     """``open_widget(viewer) -> widget``, docked through the plugin manifest."""

@@ -160,8 +160,8 @@ def test_box_plus_clicks_is_one_object_and_neighbours_pre_encode(make_widget, qt
     refined = lay.preview.data[k]
     assert set(np.unique(refined)) == {0, 1}  # still one object
     assert (refined > 0).sum() < boxed.sum() - 5 and not refined[r, c + 5]
-    qtbot.waitUntil(lambda: enc.encoder_calls == 3, timeout=3000)  # planes 1 and 3 in the idle
-    w.prefetch.setChecked(False)  # (else plane 4 would be pre-encoded next)
+    qtbot.waitUntil(lambda: enc.encoder_calls == 3, timeout=3000)  # planes 3 and 4 ahead (up)
+    w.prefetch.setChecked(False)  # (else plane 5... would be planned next)
     _show(viewer, k + 1)
     w.toggle()  # back to positive
     lay.points.add([k + 1, *centre(k + 1, "A")[:2]])

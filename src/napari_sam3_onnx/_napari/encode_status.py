@@ -6,9 +6,10 @@ before the first one), the status line counts the seconds, and napari's activity
 the encode like every other long job of the plugin.
 
 Cancel stops *waiting*: the preview the encode was for is dropped at once and the dock is
-free again. The onnxruntime call itself runs to its end in its worker thread (the sessions
-take no ``RunOptions``, so ``RunOptions.terminate`` cannot reach it) and its embedding is
-kept in the cache, so prompting that plane later costs nothing.
+free again. The user's own encode runs to its end in its worker thread and its embedding is
+kept in the cache, so prompting that plane later costs nothing. (Background encodes - encode
+ahead, :mod:`napari_sam3_onnx.engine.encode_ahead` - are the ones stopped mid-run, through
+``RunOptions.terminate``: they give way to the user's.)
 """
 
 from __future__ import annotations

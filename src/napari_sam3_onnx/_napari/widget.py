@@ -26,6 +26,7 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
+from napari_sam3_onnx._napari.clicks.ahead import AheadControl
 from napari_sam3_onnx._napari.clicks.fov import make_fov_control
 from napari_sam3_onnx._napari.clicks.refine import RefineControl, RefiningSession
 from napari_sam3_onnx._napari.compact import compact_combo
@@ -93,8 +94,9 @@ class SamDock(QWidget):
         self.positive.toggled.connect(self._polarity_changed)
         self.overwrite = QCheckBox("Overwrite other objects")
         self.overwrite.toggled.connect(lambda on: setattr(self.session, "overwrite", bool(on)))
-        self.prefetch = QCheckBox("Pre-encode neighbouring planes when idle")
-        self.prefetch.toggled.connect(lambda on: setattr(self.session, "prefetch", bool(on)))
+        self.ahead = AheadControl(self.workspace)  # encode ahead: on where memory allows
+        self.session.ahead = self.ahead.follow
+        self.prefetch = self.ahead.box
         self.fov = make_fov_control(self.session)
         commit = QPushButton("Commit [c]")
         commit.clicked.connect(self.commit)
@@ -125,7 +127,7 @@ class SamDock(QWidget):
         clicks.addWidget(box)
         clicks.addWidget(help_text)
         self.refine = RefineControl(self.session, lambda: self.target.currentData())
-        for w in (self.refine, self.overwrite, self.prefetch, self.fov):
+        for w in (self.refine, self.overwrite, self.ahead, self.fov):
             clicks.addWidget(w)
         clicks.addLayout(buttons)
         clicks.addStretch(1)
@@ -146,6 +148,7 @@ class SamDock(QWidget):
         self.save_labels = SaveLabelsButton(napari_viewer, self.notify)
         layout.addWidget(self.save_labels)
         layout.addWidget(self.encoding)
+        layout.addWidget(self.ahead.line)
         layout.addWidget(self.status)
 
         napari_viewer.layers.events.inserted.connect(self._refresh_choices)
@@ -154,7 +157,7 @@ class SamDock(QWidget):
         self._bind_keys(napari_viewer)
         self._bound_layers: list = []
         self._teardown = partial(_teardown, napari_viewer, self.session, self._bound_layers,
-                                 self.series.release)
+                                 self.ahead.scheduler, self.series.release)
         self._docked = False
         self.moving = False  # True while a menu entry moves the widget into its own dock
         self.destroyed.connect(self._teardown)
@@ -311,7 +314,8 @@ class SamDock(QWidget):
         self.viewer.status = text
 
 
-def _teardown(viewer, session, bound_layers: list, close_series=None, _obj=None) -> None:
+def _teardown(viewer, session, bound_layers: list, ahead, close_series=None,
+              _obj=None) -> None:
     """The widget is gone: stop the session and unbind its keys from the viewer and layers.
 
     Runs once, whichever comes first (the dock closed, the widget destroyed, the interpreter
@@ -321,6 +325,7 @@ def _teardown(viewer, session, bound_layers: list, close_series=None, _obj=None)
         return
     try:
         session.close()
+        ahead.close()  # its background encode is stopped, its thread ends
         if close_series is not None:
             close_series()
         for owner in (viewer, *bound_layers):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +13,7 @@ from napari_sam3_onnx.engine.cache import EmbeddingCache, SliceKey
 from napari_sam3_onnx.engine.slices import extract_plane, plane_to_rgb
 from napari_sam3_onnx.models.base import Capability, Embedding, SamAdapter
 from napari_sam3_onnx.models.errors import PromptError
+from napari_sam3_onnx.models.preempt import CancelToken, preemptible
 
 
 @dataclass(frozen=True)
@@ -201,14 +203,24 @@ class SliceEncoder:
         plane = extract_plane(ref.data, ref.index, ref.rgb, ref.region)
         return plane_to_rgb(plane, ref.window, ref.rgb)
 
-    def embed(self, ref: SliceRef, need: Capability | None = None) -> Embedding:
+    def embed(self, ref: SliceRef, need: Capability | None = None,
+              cancel: CancelToken | None = None) -> Embedding:
         """The plane's embedding, encoding it only if it is not cached.
 
         With ``need`` (the workflow: :attr:`Capability.TEXT`, :attr:`Capability.CLICKS`, ...) a
         bundle with one image encoder per workflow (Autognosi) encodes only that one; a cached
         embedding made for another workflow is completed with the missing encoder and cached
         again. Without it, everything is encoded.
+
+        With ``cancel``, ``cancel.cancel()`` from another thread stops the encode
+        (:mod:`~napari_sam3_onnx.models.preempt`): this call raises
+        :class:`~napari_sam3_onnx.models.preempt.Preempted` and nothing is cached or stored
+        (callers waiting for the same plane encode it themselves).
         """
+        with preemptible(cancel) if cancel is not None else nullcontext():
+            return self._embed(ref, need)
+
+    def _embed(self, ref: SliceRef, need: Capability | None) -> Embedding:
         key = self.key(ref, need)
         emb = self.cache.get_or_compute(key, lambda: self._reported(ref, need))
         if need is not None and self.adapter.lacks(emb, need):

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .cpu_features import cpu_features
+from .preempt import CancelToken
 
 log = logging.getLogger(__name__)
 
@@ -178,17 +179,28 @@ class OpenVinoSession:
         """``["OpenVINO CPU"]`` or ``["OpenVINO CPU bf16"]`` (onnxruntime's method name)."""
         return [device_name(self.precision)]
 
-    def run(self, outputs: Sequence[str], feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    def run(self, outputs: Sequence[str], feed: Mapping[str, np.ndarray],
+            token: CancelToken | None = None) -> list[np.ndarray]:
         """Run the graph on ``feed`` and return ``outputs`` in order (copies, owned by the caller).
+
+        With ``token``, ``token.cancel()`` from another thread stops the run
+        (``InferRequest.cancel()``, armed only while this run holds the request, so it never
+        stops another caller's run); the request is reusable afterwards.
 
         Raises
         ------
         KeyError
             An output the graph does not have.
+        Preempted
+            ``token`` was cancelled before or during the run.
         """
         unknown = [name for name in outputs if name not in self._names]
         if unknown:
             raise KeyError(f"{self.path.name}: no outputs {unknown} in OpenVINO's graph")
         with self._lock:  # one request, reused: infer requests are not thread-safe
-            result = self._request.infer(dict(feed))
+            if token is None:
+                result = self._request.infer(dict(feed))
+            else:
+                result = token.run(lambda: self._request.infer(dict(feed)), self._request.cancel,
+                                   self.path.name)
             return [np.array(result[self._model.output(name)], copy=True) for name in outputs]

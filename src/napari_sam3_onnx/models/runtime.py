@@ -26,6 +26,7 @@ import onnxruntime as ort
 from .errors import CorruptModelError
 from .graph_info import GraphSignature, check_external_data, read_signature
 from .openvino_runtime import CACHE_SUBDIR, OpenVinoSession, device_name, openvino_precision
+from .preempt import CancelToken, current_token
 
 log = logging.getLogger(__name__)
 
@@ -244,19 +245,41 @@ class LazySession:
     ) -> dict[str, np.ndarray]:
         """Run the graph, asking only for ``outputs``; feeds the graph does not declare are dropped.
 
+        Under a :class:`~.preempt.CancelToken` (:func:`~.preempt.preemptible` in the calling
+        thread) another thread can stop the run: onnxruntime's through its own ``RunOptions``'
+        ``terminate`` flag, OpenVINO's through ``InferRequest.cancel()``.
+
         Returns
         -------
         dict[str, numpy.ndarray]
             The requested outputs by name.
+
+        Raises
+        ------
+        Preempted
+            The calling thread's token was cancelled before or during the run.
         """
         wanted = self.signature.input_names
         feed = {k: v for k, v in feeds.items() if k in wanted}
         missing = wanted - feed.keys()
         if missing:
             raise ValueError(f"{self.path.name}: missing inputs {sorted(missing)}")
-        result = self.session.run(list(outputs), feed)
+        token = current_token()
+        result = (self.session.run(list(outputs), feed) if token is None
+                  else self._run_stoppable(token, list(outputs), feed))
         self.runs += 1
         return dict(zip(outputs, result, strict=True))
+
+    def _run_stoppable(self, token: CancelToken, outputs: list[str],
+                       feed: dict[str, np.ndarray]) -> list:
+        """One run that ``token.cancel()`` stops (a fresh ``RunOptions`` per onnxruntime run)."""
+        token.check(self.path.name)
+        session = self.session
+        if isinstance(session, OpenVinoSession):
+            return session.run(outputs, feed, token)
+        options = ort.RunOptions()
+        return token.run(lambda: session.run(outputs, feed, options),
+                         lambda: setattr(options, "terminate", True), self.path.name)
 
     def close(self) -> None:
         """Drop the session (it is re-created on next use)."""

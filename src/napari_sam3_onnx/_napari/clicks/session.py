@@ -58,7 +58,8 @@ class ClickSession:
         self.busy = busy or (lambda _on, _text: None)
         self.layers: layers.PromptLayers | None = None
         self.generation = 0
-        self.overwrite = self.prefetch = False
+        self.overwrite = False
+        self.ahead: Callable[[SliceRef, Image], None] | None = None  # encode ahead (.ahead)
         self.view = fov.ViewMode(self.workspace)  # whole plane, field of view or tiles
         self.messages: list[str] = []
         self.closed = False
@@ -158,10 +159,11 @@ class ClickSession:
         if index != self._index:
             self._last.clear()
             self._index = index
+        ref = layers.slice_ref(lay.image, index, self.data_version(lay.image))
         if not objects:
             self._clear_preview()
+            self._prefetch(self.view.ref(self.viewer, lay.image, ref, []))  # before a click
             return
-        ref = layers.slice_ref(lay.image, index, self.data_version(lay.image))
         ref = self.view.ref(self.viewer, lay.image, ref, [o.prompt for o in objects])
         job = click_flow.Job(self.generation, ref, [(o.key, with_feedback(o, self._last))
                                                  for o in objects], self.view.tiling)
@@ -199,8 +201,7 @@ class ClickSession:
         preview = layers.restore_labels(self.viewer, lay, "preview")
         commit.show_preview(preview, index, [m.mask for m in self._current], self._shown)
         self._shown = tuple(index)
-        if self.prefetch:
-            self._prefetch(result.job.ref)
+        self._prefetch(result.job.ref)
 
     def _failed(self, exc: BaseException) -> None:
         self._say(workers.describe(exc))
@@ -217,8 +218,8 @@ class ClickSession:
     def cancel(self) -> None:
         """Stop waiting for the encode in progress: the preview it was for is dropped.
 
-        onnxruntime cannot be interrupted through our sessions, so the encode runs to its end
-        in its worker; its embedding is cached, so prompting that plane later is immediate.
+        The user's encode is not stopped (only encode ahead's are): it runs to its end in its
+        worker and its embedding is cached, so prompting that plane later is immediate.
         """
         if self._encoding == 0:
             return
@@ -253,12 +254,9 @@ class ClickSession:
         return self._debounce.active or self._running > 0
 
     def _prefetch(self, ref: SliceRef) -> None:
-        """Encode the planes before and after the current one, in the background."""
-        lay = self.layers
-        refs = [] if lay is None else click_flow.neighbours(ref, layers.plane_shape(lay.image))
-        if refs and self.encoder is not None:
-            workers.start(click_flow.prefetch, self.encoder, refs,
-                          on_result=lambda _n: None, on_error=self._failed)
+        """Tell encode ahead (:mod:`.ahead`) where the user is: it plans what to encode."""
+        if self.layers is not None and self.ahead is not None:
+            self.ahead(ref, self.layers.image)
 
     # ---- actions ---------------------------------------------------------------------
     def commit(self) -> list[int]:

@@ -1,0 +1,121 @@
+"""The dock's "Encode ahead" switch and status line: a Qt face for :mod:`engine.encode_ahead`.
+
+:class:`AheadControl` owns one :class:`~napari_sam3_onnx.engine.encode_ahead.EncodeAhead` over
+the workspace's encoder (so what it encodes lands in the shared cache and the attached store)
+and is told by the Clicks session where the user is (:meth:`AheadControl.follow`). The switch
+is on by default where the machine's available memory holds two more embeddings
+(:func:`default_on`). The scheduler works in its own thread; a 250 ms timer on the Qt thread
+copies its state into the status line ("encoding z=13 ahead", "paused: your encode first"), so
+the Qt thread never waits on it.
+
+Tiled planes are not encoded ahead: their prompts are answered on tiles chosen per prompt, so a
+whole-plane embedding would not be used.
+"""
+
+from __future__ import annotations
+
+from napari.layers import Image
+from qtpy.QtCore import QTimer
+from qtpy.QtWidgets import QCheckBox, QLabel, QVBoxLayout, QWidget
+
+from napari_sam3_onnx._napari.layers import index_label, plane_shape
+from napari_sam3_onnx.api.clicks import clicks_need
+from napari_sam3_onnx.api.workspace import Workspace
+from napari_sam3_onnx.engine.encode_ahead import EncodeAhead, available_bytes, memory_allows
+from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+from napari_sam3_onnx.engine.tiling.tiled import input_side
+
+AHEAD_TEXT = "Encode ahead (uses idle time)"
+AHEAD_TIP = ("While you look at a plane, encode it and the next planes in the direction you last "
+             "moved (and the next image of a series), so stepping on shows a preview at once. "
+             "It stops the moment you ask for another plane; embeddings go to the cache and to "
+             "the attached store.")
+#: How often the status line reads the scheduler's state.
+POLL_MS = 250
+
+
+def default_on() -> bool:
+    """Whether encode ahead starts on: the available memory holds two more embeddings."""
+    return memory_allows(available_bytes())
+
+
+class AheadControl(QWidget):
+    """The switch (:attr:`box`), the status line (:attr:`line`) and the scheduler.
+
+    Parameters
+    ----------
+    workspace : Workspace
+        The dock's workspace (its encoder, cache and tiling setting).
+    """
+
+    def __init__(self, workspace: Workspace, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.workspace = workspace
+        self.scheduler = EncodeAhead(need=clicks_need)  # the encoder a click will use
+        self._attached: SliceEncoder | None = None
+        self._image: Image | None = None
+        self.box = QCheckBox(AHEAD_TEXT)
+        self.box.setToolTip(AHEAD_TIP)
+        self.box.setChecked(default_on())
+        self.box.toggled.connect(self._toggled)
+        self.scheduler.enabled = self.box.isChecked()
+        self.line = QLabel("")
+        self.line.setObjectName("encodeAheadStatus")
+        self.line.setVisible(False)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.box)
+        self._poll = QTimer(self)
+        self._poll.setInterval(POLL_MS)
+        self._poll.timeout.connect(self.refresh)
+        self._poll.start()
+
+    @property
+    def on(self) -> bool:
+        """Whether the switch is on."""
+        return self.box.isChecked()
+
+    def follow(self, ref: SliceRef, image: Image) -> None:
+        """The user is on ``ref`` of ``image``: plan the planes to encode (no-op when off)."""
+        encoder = self.sync()
+        if encoder is None or not self.on:
+            return
+        tiling = self.workspace.tiling
+        if ref.region is None and tiling is not None and tiling.applies(
+                ref.plane_shape, input_side(encoder.adapter)):
+            return
+        self._image = image
+        self.scheduler.follow(ref, plane_shape(image))
+
+    def sync(self) -> SliceEncoder | None:
+        """Work through the workspace's encoder now (a model loaded or unloaded drops the plan)."""
+        encoder = self.workspace.encoder
+        if encoder is not self._attached:
+            self.scheduler.attach(encoder)
+            self._attached = encoder
+        return encoder
+
+    def refresh(self) -> None:
+        """Copy the scheduler's state into the status line (the poll timer's slot)."""
+        state = self.scheduler.state
+        text = ""
+        if state.text:
+            text = f"Encode ahead: {state.text}"
+            image = self._image
+            if state.ref is not None and image is not None and state.ref.index:
+                text = text.replace(f"z={state.ref.index[-1]}", index_label(image, state.ref.index))
+        if self.line.text() != text:
+            self.line.setText(text)
+        self.line.setVisible(bool(text))
+
+    def close_scheduler(self) -> None:
+        """Stop the background work and its thread (the dock is going away)."""
+        try:
+            self._poll.stop()
+        except RuntimeError:  # Qt already deleted the timer
+            pass
+        self.scheduler.close()
+
+    def _toggled(self, on: bool) -> None:
+        self.scheduler.enabled = bool(on)
+        self.refresh()

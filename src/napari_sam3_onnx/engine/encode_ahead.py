@@ -1,0 +1,361 @@
+"""Encode ahead: spend idle time encoding the planes the user is likely to visit next.
+
+An :class:`EncodeAhead` owns one background thread. :meth:`EncodeAhead.follow` tells it where
+the user is; it then encodes, one at a time, the current plane (if nobody has) and up to
+``ahead`` planes in the direction the user last moved along the last leading axis (z+1, z+2
+after a step up; z-1, z-2 after a step down), then the next images of a series if a
+:attr:`EncodeAhead.series` hook offers them. It goes through the one
+:class:`~napari_sam3_onnx.engine.encoding.SliceEncoder`, so its embeddings land in the shared
+cache and, when a store is attached (a store-backed encoder), in the store.
+
+It yields at once to the user. Every encode the encoder reports from another thread (the
+user's click, a text search, a propagation) pre-empts the background one: its runs are stopped
+through a :class:`~napari_sam3_onnx.models.preempt.CancelToken` (onnxruntime's
+``RunOptions.terminate``, OpenVINO's ``InferRequest.cancel()``), the plane goes back to the
+front of the queue, nothing of it is cached or stored, and the thread waits until the user's
+encodes are over. A plane the user asks for *while the background is encoding that very plane*
+is awaited rather than restarted: the cache is single-flight, so the user's request joins the
+encode already under way, which is the soonest way to that plane's embedding (restarting it
+would throw the work done away), and a plane is never served half-done either way.
+
+Bounds: at most ``ahead`` planes beyond the current one, fewer when the cache's byte budget
+(:attr:`~napari_sam3_onnx.engine.cache.EmbeddingCache.budget_bytes`) cannot hold the current
+plane and the planes ahead, and nothing while the machine's available memory is below two more
+embeddings. No Qt here: a GUI reads :attr:`EncodeAhead.state` on its own thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
+from napari_sam3_onnx.models.base import Capability
+from napari_sam3_onnx.models.preempt import CancelToken, Preempted
+
+log = logging.getLogger(__name__)
+
+#: Planes encoded beyond the current one by default.
+DEFAULT_AHEAD = 2
+#: Size assumed for one embedding before any is cached (SAM 3's three levels are ~110 MB).
+DEFAULT_EMBEDDING_BYTES = 128 << 20
+
+#: ``series(count)``: the references of the next ``count`` images of a series (may be fewer).
+SeriesHook = Callable[[int], Sequence[SliceRef]]
+
+
+def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """The memory the system can give without swapping (``MemAvailable``), None if unknown."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def memory_allows(available: int | None, embedding_bytes: int = DEFAULT_EMBEDDING_BYTES) -> bool:
+    """Whether ``available`` bytes hold two more embeddings (unknown memory: yes)."""
+    return available is None or available >= 2 * embedding_bytes
+
+
+def planes_ahead(ref: SliceRef, shape: Sequence[int], direction: int,
+                 count: int) -> list[SliceRef]:
+    """Up to ``count`` planes after ``ref`` along its last leading axis, ``direction`` ±1.
+
+    ``shape`` is the leading axes' shape (or the whole data shape: only its first
+    ``len(ref.index)`` entries are read). A 2-D image has none.
+    """
+    if not ref.index or count <= 0:
+        return []
+    axis = len(ref.index) - 1
+    out = []
+    for step in range(1, count + 1):
+        k = ref.index[axis] + step * (1 if direction >= 0 else -1)
+        if not 0 <= k < shape[axis]:
+            break
+        out.append(replace(ref, index=(*ref.index[:axis], k)))
+    return out
+
+
+def plane_label(ref: SliceRef) -> str:
+    """``"z=13"`` (the last leading index), or ``"the next image"`` for a 2-D image."""
+    return f"z={ref.index[-1]}" if ref.index else "the next image"
+
+
+@dataclass(frozen=True)
+class AheadState:
+    """What the scheduler is doing, for a status line.
+
+    Attributes
+    ----------
+    kind : {"off", "idle", "encoding", "paused", "memory", "failed"}
+        Off; nothing to do; encoding ``ref``; yielding to the user's encode; waiting for
+        memory; the last background encode failed (``text`` says why).
+    text : str
+        One line for people ("encoding z=13 ahead", "paused: your encode first").
+    ref : SliceRef or None
+        The plane concerned.
+    """
+
+    kind: str
+    text: str
+    ref: SliceRef | None = None
+
+
+class EncodeAhead:
+    """Encodes the planes ahead of the user in one background thread, yielding to the user.
+
+    Parameters
+    ----------
+    encoder : SliceEncoder, optional
+        The shared encoder (:meth:`attach` another when the model changes).
+    ahead : int
+        Planes beyond the current one.
+    memory : callable
+        Returns the available bytes (None: unknown); default :func:`available_bytes`.
+    label : callable
+        ``label(ref) -> str`` names a plane in :attr:`state` (default :func:`plane_label`).
+
+    Attributes
+    ----------
+    series : callable or None
+        :data:`SeriesHook`: the next images of a series, planned after the planes ahead.
+    encoded : int
+        Planes encoded in the background.
+    preempted : int
+        Background encodes stopped to make way for the user's (or a new plan).
+    stopped_at : float or None
+        ``time.perf_counter()`` when the last one had stopped (benchmarks).
+    """
+
+    def __init__(self, encoder: SliceEncoder | None = None, ahead: int = DEFAULT_AHEAD,
+                 memory: Callable[[], int | None] = available_bytes,
+                 label: Callable[[SliceRef], str] = plane_label,
+                 need: Callable[[SliceEncoder], Capability | None] = lambda encoder: None,
+                 ) -> None:
+        self.ahead = int(ahead)
+        #: The workflow the planes are encoded for (``encoder -> Capability``): a bundle with
+        #: one encoder per workflow precision keys its embeddings by it, so the plan must
+        #: encode (and look up) what the user's next click will ask for.
+        self.need = need
+        self.series: SeriesHook | None = None
+        self.encoded = self.preempted = 0
+        self.stopped_at: float | None = None
+        self._memory, self._label = memory, label
+        self._cond = threading.Condition()
+        self._queue: list[SliceRef] = []
+        self._job: tuple[SliceRef, CancelToken] | None = None
+        self._yielded: CancelToken | None = None  # the job stopped for the user's encode
+        self._user = 0  # encodes of other threads in progress
+        self._enabled, self._closed = True, False
+        self._direction = 1
+        self._last: SliceRef | None = None
+        self._state = AheadState("idle", "")
+        self._encoder: SliceEncoder | None = None
+        self._unlisten: Callable[[], None] | None = None
+        self._thread: threading.Thread | None = None
+        self.attach(encoder)
+
+    # ---- what the caller says ----------------------------------------------------------
+    @property
+    def state(self) -> AheadState:
+        """What it is doing now."""
+        with self._cond:
+            return self._state
+
+    @property
+    def direction(self) -> int:
+        """+1 after the user last moved up the last leading axis, -1 after moving down."""
+        return self._direction
+
+    @property
+    def enabled(self) -> bool:
+        """Whether it encodes at all (off: the work in flight is stopped, the queue emptied)."""
+        return self._enabled
+
+    @enabled.setter
+    def enabled(self, on: bool) -> None:
+        with self._cond:
+            self._enabled = bool(on)
+            if not on:
+                self._drop_work()
+            self._set("idle" if on else "off", "")
+
+    def attach(self, encoder: SliceEncoder | None) -> None:
+        """Work through ``encoder`` from now on (None: no model); the old plan is dropped."""
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
+        with self._cond:
+            self._drop_work()
+            self._encoder, self._last = encoder, None
+        if encoder is not None:
+            self._unlisten = encoder.listen(self._user_started, self._user_ended)
+
+    def follow(self, ref: SliceRef, shape: Sequence[int]) -> list[SliceRef]:
+        """The user is on ``ref``: learn the direction and plan what to encode; returns the plan.
+
+        Parameters
+        ----------
+        ref : SliceRef
+            The plane shown (with its window, and region for a field of view).
+        shape : sequence of int
+            The image's leading-axes shape (e.g. ``(depth,)`` for a z-stack).
+        """
+        last = self._last
+        if (last is not None and last.source == ref.source and ref.index and last.index
+                and len(last.index) == len(ref.index) and last.index[:-1] == ref.index[:-1]
+                and last.index[-1] != ref.index[-1]):
+            self._direction = 1 if ref.index[-1] > last.index[-1] else -1
+        self._last = ref
+        count = self._count()
+        refs = [ref, *planes_ahead(ref, shape, self._direction, count)]
+        if self.series is not None and len(refs) <= count:
+            refs += list(self.series(count + 1 - len(refs)))
+        return self.plan(refs)
+
+    def plan(self, refs: Sequence[SliceRef]) -> list[SliceRef]:
+        """Encode ``refs`` (those not cached yet), in order, instead of the previous plan.
+
+        The background encode in flight goes on if its plane is still planned, else it is
+        stopped. Returns the planes queued.
+        """
+        encoder = self._encoder
+        if encoder is None or not self._enabled or self._closed:
+            return []
+        keys, todo = set(), []
+        for r in refs:
+            key = encoder.key(r, self.need(encoder))
+            if key not in keys and key not in encoder.cache:
+                keys.add(key)
+                todo.append(r)
+        with self._cond:
+            if self._job is not None and encoder.key(self._job[0], self.need(encoder)) not in keys:
+                self._job[1].cancel()
+                self._yielded = None  # no longer planned: not re-queued
+            running = None if self._job is None else encoder.key(self._job[0], self.need(encoder))
+            self._queue = [r for r in todo if encoder.key(r, self.need(encoder)) != running]
+            self._start_thread()
+            self._cond.notify_all()
+        return todo
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until nothing is queued or running (tests, benchmarks); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and self._job is None, timeout)
+
+    def close(self) -> None:
+        """Stop the work in flight and the thread (safe twice)."""
+        self.attach(None)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+
+    # ---- the user's encodes --------------------------------------------------------------
+    def _user_started(self, _ref: SliceRef) -> None:
+        if threading.current_thread() is self._thread:
+            return
+        with self._cond:
+            self._user += 1
+            if self._job is not None:
+                self._yielded = self._job[1]  # yield at once: it goes back to the queue's front
+                self._job[1].cancel()
+            if self._enabled:
+                self._set("paused", "paused: your encode first")
+
+    def _user_ended(self, _ref: SliceRef, _error: BaseException | None) -> None:
+        if threading.current_thread() is self._thread:
+            return
+        with self._cond:
+            self._user = max(0, self._user - 1)
+            if self._user == 0 and self._state.kind == "paused":
+                self._set("idle", "")
+            self._cond.notify_all()
+
+    # ---- the background thread ---------------------------------------------------------
+    def _start_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._loop, name="encode-ahead", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(self._ready)
+                if self._closed:
+                    return
+                ref = self._queue.pop(0)
+                self._cond.notify_all()  # wait_idle may be waiting for an empty queue
+                encoder = self._encoder
+                if encoder is None or encoder.key(ref, self.need(encoder)) in encoder.cache:
+                    continue
+                if not memory_allows(self._memory(), self._entry_bytes(encoder)):
+                    self._queue.clear()
+                    self._set("memory", "paused: too little free memory", ref)
+                    continue
+                token = CancelToken()
+                self._job = (ref, token)
+                self._set("encoding", f"encoding {self._label(ref)} ahead", ref)
+            self._run(encoder, ref, token)
+
+    def _ready(self) -> bool:
+        return self._closed or (bool(self._queue) and self._user == 0 and self._enabled)
+
+    def _run(self, encoder: SliceEncoder, ref: SliceRef, token: CancelToken) -> None:
+        outcome, text = "idle", ""
+        try:
+            encoder.embed(ref, self.need(encoder), cancel=token)
+            self.encoded += 1
+        except Preempted:
+            self.stopped_at = time.perf_counter()
+            self.preempted += 1
+            if self._user:
+                outcome, text = "paused", "paused: your encode first"
+        except Exception as exc:  # a background failure must not kill the thread
+            log.warning("encoding %s ahead failed", self._label(ref), exc_info=exc)
+            outcome, text = "failed", f"encoding {self._label(ref)} ahead failed: {exc}"
+        with self._cond:
+            self._job = None
+            if self._yielded is token and self._encoder is encoder and self._enabled:
+                self._queue.insert(0, ref)  # re-queued, never served half-done
+            self._yielded = None
+            if not self._enabled:
+                outcome, text = "off", ""
+            self._set(outcome, text, ref if outcome == "failed" else None)
+            self._cond.notify_all()
+
+    # ---- helpers ---------------------------------------------------------------------
+    def _count(self) -> int:
+        """Planes ahead the cache's budget holds besides the current one (at most ``ahead``)."""
+        encoder = self._encoder
+        if encoder is None:
+            return 0
+        size = self._entry_bytes(encoder)
+        return max(0, min(self.ahead, encoder.cache.budget_bytes // max(size, 1) - 1))
+
+    @staticmethod
+    def _entry_bytes(encoder: SliceEncoder) -> int:
+        """The mean cached embedding's bytes (:data:`DEFAULT_EMBEDDING_BYTES` if none yet)."""
+        cache = encoder.cache
+        n = len(cache)
+        return cache.nbytes // n if n else DEFAULT_EMBEDDING_BYTES
+
+    def _drop_work(self) -> None:
+        """Empty the queue and stop the encode in flight (holding the condition)."""
+        self._queue.clear()
+        self._yielded = None
+        if self._job is not None:
+            self._job[1].cancel()
+        self._cond.notify_all()
+
+    def _set(self, kind: str, text: str, ref: SliceRef | None = None) -> None:
+        self._state = AheadState(kind, text, ref)
