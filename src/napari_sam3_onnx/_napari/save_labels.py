@@ -127,7 +127,8 @@ def refusal(path: Path) -> str | None:
     if (ngff and path.is_dir() and is_ngff_labels(path)) or (
             not ngff and path.is_file() and not path.is_symlink()):
         return None
-    return (f"{path} exists and is not a labels file of its format; it is not replaced "
+    what = "an OME-Zarr labels image" if ngff else "a file"
+    return (f"{path} exists and is not {what}; it is not replaced "
             "(choose another name, or remove it yourself if it can go).")
 
 
