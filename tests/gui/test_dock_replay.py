@@ -76,7 +76,7 @@ def test_dock_commits_saved_replay_to_the_same_labels(make_napari_viewer, qtbot,
 
     viewer.layers.selection.active = target
     saved = []
-    for chosen in (tmp_path / "dock.ome.zarr", tmp_path / "dock.tif", tmp_path / "dock.npy"):
+    for chosen in (tmp_path / "dock.ome.zarr", tmp_path / "dock.ome.tif", tmp_path / "dock.npy"):
         monkeypatch.setattr("napari_sam3_onnx._napari.save_labels.QFileDialog.getSaveFileName",
                             lambda *a, _chosen=chosen, **k: (str(_chosen), ""))
         w.save_labels.click()  # each format carries the record

@@ -209,7 +209,7 @@ def test_a_saved_ome_tiff_reopens_as_labels_with_its_scale_and_units(sample_dock
     tiff = next(f for f in FILTERS if "TIFF" in f)  # no ending typed: the filter's is added
     monkeypatch.setattr(QFileDialog, "getSaveFileName",
                         lambda *a, **k: (str(tmp_path / "nuclei"), tiff))
-    chosen = tmp_path / "nuclei.tif"
+    chosen = tmp_path / "nuclei.ome.tif"
     assert w.save_labels.save() == chosen
     viewer.layers.clear()
     opened = viewer.open(str(chosen), plugin=None)  # no plugin named, as File > Open does

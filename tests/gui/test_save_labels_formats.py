@@ -56,7 +56,10 @@ def test_the_filter_gives_the_ending_and_each_format_is_written(dock_with_labels
         assert path.exists()
         said[ending] = w.status.text()
     assert "npy does not keep the layer's scale" in said[".npy"]
-    assert "does not keep" not in said[".tif"] + said[".ome.zarr"]
+    assert "does not keep" not in said[".ome.tif"] + said[".ome.zarr"]
+    assert target_for(tmp_path / "a.tif", "cells") == tmp_path / "a.ome.tif"
+    assert target_for(tmp_path / "a.TIFF", "cells") == tmp_path / "a.ome.TIFF"
+    assert target_for(tmp_path / "a.ome.tif", "cells") == tmp_path / "a.ome.tif"
     np.testing.assert_array_equal(np.load(tmp_path / "cells.npy"), layer.data)
     assert np.load(tmp_path / "cells.npy").dtype == np.int32
 
@@ -85,7 +88,7 @@ def test_a_lone_sidecar_or_a_folder_is_refused_before_asking(dock_with_labels, t
     asked = _answer(monkeypatch, yes=True)
     assert w.save_labels.save() is None and not asked
     assert lone.read_text() == "the user's notes" and not (tmp_path / "cells.npy").exists()
-    (tmp_path / "folder.tif").mkdir()
+    (tmp_path / "folder.ome.tif").mkdir()
     _choose(monkeypatch, tmp_path / "folder.tif")
     assert w.save_labels.save() is None and not asked and "not a file" in w.status.text()
     assert target_for(tmp_path / "x.zarr", "cells") == tmp_path / "x.ome.zarr"
@@ -93,12 +96,17 @@ def test_a_lone_sidecar_or_a_folder_is_refused_before_asking(dock_with_labels, t
 
 def test_only_our_labels_tiffs_are_read_as_labels_and_pixel_units_stay_unnamed(
         dock_with_labels, tmp_path, monkeypatch):
-    _viewer, w, layer = dock_with_labels
-    foreign = tmp_path / "theirs.tif"
-    tifffile.imwrite(foreign, np.zeros((3, 40, 70), np.int32))
+    viewer, w, layer = dock_with_labels
+    foreign = tmp_path / "theirs.ome.tif"
+    tifffile.imwrite(foreign, np.zeros((3, 40, 70), np.int32), ome=True)
     assert get_reader(str(foreign)) is None
+    plain = tmp_path / "plain.tif"  # any other TIFF opens without a choice of reader
+    tifffile.imwrite(plain, np.zeros((3, 40, 70), np.uint16))
+    assert len(viewer.open(str(plain), plugin=None)) == 1
+    viewer.layers.selection.active = layer
     _choose(monkeypatch, tmp_path / "cells.tif")
     path = w.save_labels.save()
+    assert path == tmp_path / "cells.ome.tif"
     assert get_reader(str(path)) is read_labels
     ((data, kwargs, kind),) = read_labels(path)
     assert kind == "labels" and kwargs["scale"] == [2.0, 0.5, 0.25]

@@ -5,9 +5,9 @@ The format follows the chosen name's ending, or the dialog's filter when the nam
 (:func:`napari_sam3_onnx.api.labels_files.write_labels`). OME-Zarr keeps the layer's scale,
 translate, units and colours (an existing OME-Zarr *image* chosen as the target gets the labels
 in its ``labels/<layer name>`` group, next to its arrays, which are never written); an OME-TIFF
-keeps the Z, Y and X pixel sizes and units; a ``.npy`` keeps the array only. An existing file of
-the chosen format (an OME-Zarr labels image) is replaced only after the user confirms; any other
-existing folder or file is refused.
+(``.ome.tif``) keeps the Z, Y and X pixel sizes and units; a ``.npy`` keeps the array only.
+An existing file of the chosen format (an OME-Zarr labels image) is replaced only after the
+user confirms; any other existing folder or file is refused.
 
 Every format records the prompts of the layer's committed objects (its commit log,
 :mod:`~napari_sam3_onnx._napari.labels_record`): in the OME-Zarr attributes, the TIFF's OME
@@ -27,7 +27,7 @@ from qtpy.QtWidgets import QFileDialog, QMessageBox, QPushButton, QWidget
 from napari_sam3_onnx._napari.labels_record import layer_record
 from napari_sam3_onnx._napari.ome_zarr_reader import prefer_for
 from napari_sam3_onnx.api.atomic import OutputTakenError
-from napari_sam3_onnx.api.labels_files import FORMATS, format_of, write_labels
+from napari_sam3_onnx.api.labels_files import format_of, write_labels
 from napari_sam3_onnx.api.ngff import (
     NGFF_SUFFIX,
     UNITS,
@@ -39,8 +39,11 @@ from napari_sam3_onnx.api.ngff import (
 from napari_sam3_onnx.api.provenance import sidecar
 
 BUTTON_TEXT = "Save labels..."
+#: The ending of a TIFF the dock writes: what this plugin's TIFF reader is registered for
+#: (a reader for every ``*.tif`` would make napari ask which reader to use for any TIFF).
+OME_TIFF = ".ome.tif"
 #: The dialog's filters, one per format (the first is the default).
-FILTERS = {"OME-TIFF (*.tif *.tiff)": ".tif", "NumPy array (*.npy)": ".npy",
+FILTERS = {"OME-TIFF (*.ome.tif *.ome.tiff)": OME_TIFF, "NumPy array (*.npy)": ".npy",
            "OME-Zarr (*.ome.zarr)": NGFF_SUFFIX}
 
 
@@ -95,7 +98,8 @@ def target_for(path: Path, layer_name: str, chosen_filter: str = "") -> Path:
 
     An OME-Zarr image gets them in ``labels/<layer name>``; an ``IMAGE/labels/NAME`` path or a
     name ending in a format's suffix stays as it is (``.zarr`` becomes ``.ome.zarr``); any other
-    name gets the ending of ``chosen_filter`` (default OME-Zarr).
+    name gets the ending of ``chosen_filter`` (default OME-Zarr). A ``.tif``/``.tiff`` name
+    becomes ``.ome.tif``/``.ome.tiff``, the name this plugin reopens as Labels with its scale.
     """
     path = Path(path)
     if is_ngff_image(path):
@@ -103,6 +107,9 @@ def target_for(path: Path, layer_name: str, chosen_filter: str = "") -> Path:
         return path / "labels" / name
     if image_of_labels(path) is not None:
         return path
+    lower = path.name.lower()
+    if lower.endswith((".tif", ".tiff")) and ".ome." not in lower:
+        return path.with_name(path.name[: path.name.rfind(".")] + ".ome" + path.suffix)
     try:
         format_of(path)
         return path
@@ -171,7 +178,7 @@ class SaveLabelsButton(QPushButton):
             self.notify("Select a labels layer to save.")
             return None
         chosen, chosen_filter = QFileDialog.getSaveFileName(
-            self, BUTTON_TEXT, f"{layer.name}{FORMATS['tif']}", ";;".join(FILTERS))
+            self, BUTTON_TEXT, f"{layer.name}{OME_TIFF}", ";;".join(FILTERS))
         if not chosen:
             return None
         path = target_for(Path(chosen), layer.name, chosen_filter)

@@ -1,10 +1,11 @@
 """napari reader for the labels TIFFs this plugin writes: a Labels layer with its scale.
 
-"Save labels..." as ``.tif`` and ``--out x.tif`` write an OME-TIFF whose image is named
-:data:`~napari_sam3_onnx.api.labels_files.TIFF_LABELS_NAME`; this reader opens exactly those
-as Labels, with the Z, Y and X pixel sizes and units of their OME-XML (napari's built-in
-reader would show them as an Image with scale 1). Every other TIFF is left to other readers
-(:func:`get_reader` returns None).
+"Save labels..." as ``.ome.tif`` and ``--out x.ome.tif`` write an OME-TIFF whose image is
+named :data:`~napari_sam3_onnx.api.labels_files.TIFF_LABELS_NAME`; this reader (registered for
+``*.ome.tif`` and ``*.ome.tiff`` only, so napari does not ask which reader to use for every
+TIFF) opens exactly those as Labels, with the Z, Y and X pixel sizes and units of their
+OME-XML (napari's built-in reader would show them with scale 1). Every other TIFF is left to
+other readers (:func:`get_reader` returns None).
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def _pixels(path: Path) -> tuple[dict, str] | None:
 
 def get_reader(path):
     """The reader for ``path`` if it is a labels TIFF written here, else None (npe2)."""
-    if not isinstance(path, str | Path) or not str(path).lower().endswith((".tif", ".tiff")):
+    if not isinstance(path, str | Path):
+        return None
+    if not str(path).lower().endswith((".ome.tif", ".ome.tiff")):
         return None
     return read_labels if Path(path).is_file() and _pixels(Path(path)) else None
 
