@@ -12,10 +12,11 @@ import pytest
 import zarr
 
 from napari_sam3_onnx.api.io import InputError, read_image
+from napari_sam3_onnx.api.labels_files import write_labels
 from napari_sam3_onnx.api.metadata import image_axes, pixel_size
 from napari_sam3_onnx.api.ngff import write_ngff_labels
 from napari_sam3_onnx.cli.guard import check_outputs
-from napari_sam3_onnx.cli.result_files import check_labels_path, write_labels
+from napari_sam3_onnx.cli.result_files import check_labels_path
 from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
 

@@ -12,9 +12,10 @@ import tifffile
 import zarr
 
 from napari_sam3_onnx.api.io import InputError
+from napari_sam3_onnx.api.labels_files import write_labels
 from napari_sam3_onnx.api.metadata import pixel_size
 from napari_sam3_onnx.cli.guard import check_outputs, check_store
-from napari_sam3_onnx.cli.result_files import write_labels, write_table
+from napari_sam3_onnx.cli.result_files import write_table
 from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
 
@@ -129,7 +130,8 @@ def test_an_interrupted_write_leaves_the_old_file_and_foreign_partials_intact(tm
     np.testing.assert_array_equal(read_back(path), before)
     assert foreign.read_bytes() == b"the user's own file"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, foreign.name])
-    write_labels(path, (2, 30, 40), iter(label_planes(2, 30, 40, seed=2)))  # a consented replace
+    write_labels(path, (2, 30, 40), iter(label_planes(2, 30, 40, seed=2)),
+                 replace=True)  # a consented replace
     np.testing.assert_array_equal(read_back(path), np.stack(label_planes(2, 30, 40, seed=2)))
     assert foreign.read_bytes() == b"the user's own file"
 

@@ -1,9 +1,9 @@
 """A labels layer made in the dock, saved, replays from its file to the same labels.
 
 Two objects are clicked (real mouse events) and committed, a third is committed and undone, a
-text run goes into the same layer; "Save labels" records the commits still in the layer, and
-``napari-sam3-onnx replay`` with the same bundle gives the saved labels exactly. The undone
-object is in neither.
+text run goes into the same layer; "Save labels" (as OME-Zarr, OME-TIFF and ``.npy``) records
+the commits still in the layer, and ``napari-sam3-onnx replay`` of each file with the same
+bundle gives the saved labels exactly. The undone object is in neither.
 """
 
 from __future__ import annotations
@@ -74,22 +74,27 @@ def test_dock_commits_saved_replay_to_the_same_labels(make_napari_viewer, qtbot,
     assert [e["workflow"] for e in commit_log.live_entries(target)] == ["clicks", "clicks",
                                                                         "text"]
 
-    saved = tmp_path / "dock.ome.zarr"
-    monkeypatch.setattr("napari_sam3_onnx._napari.save_labels.QFileDialog.getSaveFileName",
-                        lambda *a, **k: (str(saved), ""))
     viewer.layers.selection.active = target
-    w.save_labels.click()
-    record = read_provenance(saved)
-    assert record.workflow == "dock" and len(record.prompts["commits"]) == 3
-    labels = np.asarray(read_image(saved))
-    np.testing.assert_array_equal(labels, np.asarray(target.data))
+    saved = []
+    for chosen in (tmp_path / "dock.ome.zarr", tmp_path / "dock.ome.tif", tmp_path / "dock.npy"):
+        monkeypatch.setattr("napari_sam3_onnx._napari.save_labels.QFileDialog.getSaveFileName",
+                            lambda *a, _chosen=chosen, **k: (str(_chosen), ""))
+        w.save_labels.click()  # each format carries the record
+        record = read_provenance(chosen)
+        assert record.workflow == "dock" and len(record.prompts["commits"]) == 3, chosen
+        np.testing.assert_array_equal(np.asarray(read_image(chosen)), np.asarray(target.data))
+        saved.append(chosen)
+    assert sidecar(tmp_path / "dock.npy").is_file()
+    labels = np.asarray(target.data)
 
     path = tmp_path / "nuclei.tif"
     tifffile.imwrite(path, np.asarray(image.data))
     toy = str(resolve_bundle("toy"))
-    for out in (tmp_path / "again.tif", tmp_path / "again.npy"):
-        assert main(["replay", str(saved), "--image", str(path), "--bundle", toy, "--out",
+    replays = [(saved[0], tmp_path / "again.tif"), (saved[0], tmp_path / "again.npy"),
+               (saved[1], tmp_path / "from_tif.ome.zarr"), (saved[2], tmp_path / "from_npy.tif")]
+    for source, out in replays:
+        assert main(["replay", str(source), "--image", str(path), "--bundle", toy, "--out",
                      str(out), "-q"]) == 0
-        np.testing.assert_array_equal(np.asarray(read_image(out)), labels)
+        np.testing.assert_array_equal(np.asarray(read_image(out)), labels, err_msg=str(source))
         assert read_provenance(out).workflow == "dock"
     assert sidecar(tmp_path / "again.npy").is_file()

@@ -192,6 +192,34 @@ def test_a_saved_ome_zarr_reopens_as_labels_with_its_scale_and_units(sample_dock
     np.testing.assert_array_equal(np.asarray(level0), labels.data)
 
 
+def test_a_saved_ome_tiff_reopens_as_labels_with_its_scale_and_units(sample_dock, qtbot,
+                                                                     tmp_path, monkeypatch):
+    from napari.layers import Labels
+    from qtpy.QtWidgets import QFileDialog
+
+    from napari_sam3_onnx._napari.sample_data import SCALE
+    from napari_sam3_onnx._napari.save_labels import FILTERS
+
+    viewer, w = sample_dock
+    image = viewer.layers["synthetic nuclei"]
+    labels = viewer.add_labels(np.zeros(image.data.shape, np.int32), name="nuclei",
+                               scale=image.scale, units=image.units)
+    labels.data[4:7, 40:70, 60:120] = 3
+    viewer.layers.selection.active = labels
+    tiff = next(f for f in FILTERS if "TIFF" in f)  # no ending typed: the filter's is added
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda *a, **k: (str(tmp_path / "nuclei"), tiff))
+    chosen = tmp_path / "nuclei.ome.tif"
+    assert w.save_labels.save() == chosen
+    viewer.layers.clear()
+    opened = viewer.open(str(chosen), plugin=None)  # no plugin named, as File > Open does
+    assert [type(la) for la in opened] == [Labels]
+    back = opened[0]
+    np.testing.assert_allclose(back.scale, SCALE)
+    assert [str(u) for u in back.units] == ["micrometer"] * 3
+    np.testing.assert_array_equal(np.asarray(back.data), labels.data)
+
+
 def test_small_things_evaluate_defaults_settings_words_status_and_hint(sample_dock, qtbot):
     from napari_sam3_onnx._napari.automatic.output import PREVIEW
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import zarr
 
-from napari_sam3_onnx.cli.result_files import write_labels
+from napari_sam3_onnx.api.labels_files import write_labels
 
 from .conftest import open_plugin_widget
 from .gui_helpers import blob_stack, settle

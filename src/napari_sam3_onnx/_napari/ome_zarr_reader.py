@@ -70,12 +70,14 @@ def read_labels(path) -> list[tuple]:
 
 
 def prefer_for(path: Path) -> None:
-    """Make this reader napari's preferred one for exactly ``path`` (a file the dock saved)."""
+    """Make this plugin napari's preferred reader for exactly ``path`` (a file the dock saved)."""
     try:
         from napari.settings import get_settings
 
         plugins = get_settings().plugins
-        key = os.path.realpath(path) + os.sep  # how napari spells a folder it matches
+        key = os.path.realpath(path)
+        if Path(path).is_dir():
+            key += os.sep  # how napari spells a folder it matches
         plugins.extension2reader = {**plugins.extension2reader, key: PLUGIN}
     except (ImportError, AttributeError, ValueError):  # an older napari: the dialog asks
         return

@@ -3,7 +3,7 @@
 The one workflow behind the widget's series mode and the command line's ``--skip-done``:
 :meth:`ImageSeries.open` lists the items (:mod:`.series_items`), checks where the labels go
 before any work and reads the state file there (:mod:`.series_state`); it starts at the first
-unfinished image. :meth:`ImageSeries.save` writes an image's labels (:mod:`.series_labels`)
+unfinished image. :meth:`ImageSeries.save` writes an image's labels (:mod:`.labels_files`)
 and records them as done. Labels go beside each image (``NAME_labels.tif``) or into one output
 folder (``OUT/NAME.tif``, the names ``segment-all`` gives with several images).
 
@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from .io import InputError, is_image_path
+from .labels_files import FORMATS, read_plane_labels, write_plane_labels
 from .ngff import is_ngff_labels
 from .provenance import Provenance
 from .series_items import BESIDE_SUFFIX, SeriesItem, list_items
-from .series_labels import FORMATS, read_plane_labels, write_plane_labels
 from .series_state import STATE_NAME, SeriesState
 
 

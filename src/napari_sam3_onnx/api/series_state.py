@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..models.atomic import write_atomically
+from ..models.hashing import file_digest
 from .io import InputError
-from .series_labels import file_digest, format_of
+from .labels_files import format_of
 
 #: The state file's name in the output folder.
 STATE_NAME = "sam3_series.json"
@@ -52,7 +53,7 @@ class SeriesState:
     path : Path
         The state file.
     labels_format : str
-        The format chosen for new labels files (:data:`.series_labels.FORMATS`).
+        The format chosen for new labels files (:data:`.labels_files.FORMATS`).
     where : str
         ``"beside"`` (labels beside each image) or ``"folder"`` (in the state's folder).
     done : dict[str, DoneEntry]

@@ -11,6 +11,7 @@ from ..api.automatic import auto_table_columns
 from ..api.automatic_files import FileOptions, iter_segment_files
 from ..api.automatic_tracked import segment_all_tracked
 from ..api.io import InputError, expand_inputs, image_names, parse_slices
+from ..api.labels_files import write_labels
 from ..engine.automatic import AutoMaskSettings
 from ..engine.automatic.linking import LINK_IOU
 from ..models.base import Capability
@@ -27,7 +28,7 @@ from .labels_run import (
 )
 from .progress import Bar
 from .replay_cmd import record_for
-from .result_files import write_labels, write_table
+from .result_files import write_table
 from .series_skip import add_skip_done, skip_done
 
 #: Options named as SAM's ``SamAutomaticMaskGenerator`` arguments (``--points-per-side``, ...).

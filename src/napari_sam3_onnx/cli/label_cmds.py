@@ -10,11 +10,11 @@ import numpy as np
 from .. import api
 from ..api.io import InputError, image_names, planes_view
 from ..api.jobs import StackJob
+from ..api.labels_files import write_labels
 from .args import FMT, OUT_HELP, _image_args, _wrap, finite, whole
 from .guard import bundle_paths, check_store
 from .labels_run import _bundle, _counted_store, _labels_metadata, _one_input, _outputs, _record
 from .labels_run import _window as window_of
-from .result_files import write_labels
 
 
 def cmd_refine(args: argparse.Namespace) -> int:

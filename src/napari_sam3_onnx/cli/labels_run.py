@@ -21,6 +21,7 @@ import numpy as np
 from .. import api
 from ..api.io import InputError, expand_inputs, image_names, parse_slices
 from ..api.jobs import StackJob, claim_names
+from ..api.labels_files import write_labels
 from ..api.metadata import KNOWN_AXES, image_axes, pixel_size
 from ..api.provenance import Provenance, sidecar
 from ..api.validate import check_window
@@ -31,7 +32,7 @@ from ..engine.tiling.tiles import as_tiling
 from ..models.base import Capability
 from .guard import bundle_paths, check_outputs, check_store
 from .progress import Bar
-from .result_files import check_labels_path, write_labels, write_table
+from .result_files import check_labels_path, write_table
 from .signals import RunRecord
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from .. import api
 from ..api.io import InputError, image_names, parse_slices, planes_view
 from ..api.jobs import StackJob, claim_names
+from ..api.labels_files import write_labels
 from ..api.provenance import Provenance, seeds_to_json
 from ..api.validate import check_seeds
 from ..models.errors import PromptError
@@ -32,7 +33,7 @@ from .labels_run import (
 )
 from .progress import Bar
 from .replay_cmd import record_for
-from .result_files import write_labels, write_table
+from .result_files import write_table
 from .seed_args import build_seeds
 from .signals import RunRecord
 

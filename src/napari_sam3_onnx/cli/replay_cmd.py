@@ -23,6 +23,7 @@ from .. import api
 from ..api.bundles import resolve_bundle
 from ..api.dock_replay import DOCK, replay_commits
 from ..api.io import InputError, read_image
+from ..api.labels_files import write_labels
 from ..api.provenance import (
     Provenance,
     bundle_info,
@@ -35,7 +36,6 @@ from ..engine.evaluation import overlap_iou
 from ..models.registry import get_bundle
 from .args import FMT, _wrap, whole
 from .guard import check_outputs
-from .result_files import write_labels
 
 #: Options recorded per workflow (argparse ``dest`` names); replay sets them back.
 SETTINGS = {

@@ -26,7 +26,7 @@ from qtpy.QtWidgets import (
 from napari_sam3_onnx._napari.compact import compact_combo
 from napari_sam3_onnx._napari.host import DockHost
 from napari_sam3_onnx._napari.series.navigator import SeriesNavigator
-from napari_sam3_onnx.api.series_labels import FORMATS
+from napari_sam3_onnx.api.labels_files import FORMATS
 from napari_sam3_onnx.api.series_state import STATE_NAME
 
 #: Viewer keys: previous and next image (napari binds neither).
