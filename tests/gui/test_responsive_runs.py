@@ -45,7 +45,7 @@ def _text(viewer, w):
     w.tabs.setCurrentWidget(panel)
     panel.concepts.setText("nucleus")
     panel.scope.set_mode("all")
-    return panel, panel.run, lambda: panel._pacer
+    return panel, panel.run, lambda: panel.job.pacer
 
 
 def _automatic(viewer, w):
@@ -53,7 +53,7 @@ def _automatic(viewer, w):
     w.tabs.setCurrentWidget(panel)
     panel.settings.points_per_side.setValue(4)  # a fast run: 16 clicks a slice
     panel.scope.set_mode("all")
-    return panel, panel.run, lambda: panel._pacer
+    return panel, panel.run, lambda: panel.job.pacer
 
 
 def _propagate(viewer, w):
@@ -72,7 +72,7 @@ def _propagate(viewer, w):
         panel.ids.setText(",".join(map(str, ids)))
         assert panel.run()
 
-    return panel, start, lambda: panel.runner._pacer
+    return panel, start, lambda: panel.runner.job.pacer
 
 
 TABS = {"Text": _text, "Automatic": _automatic, "Propagate": _propagate}

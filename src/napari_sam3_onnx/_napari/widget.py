@@ -150,7 +150,8 @@ class ClicksWidget(QWidget):
         napari_viewer.layers.events.moved.connect(self._refresh_choices)
         self._bind_keys(napari_viewer)
         self._bound_layers: list = []
-        self._teardown = partial(_teardown, napari_viewer, self.session, self._bound_layers)
+        self._teardown = partial(_teardown, napari_viewer, self.session, self._bound_layers,
+                                 self.model.loads.drop)  # a load in flight: dropped
         self._docked = False
         self.moving = False  # True while a menu entry moves the widget into its own dock
         self.destroyed.connect(self._teardown)
@@ -307,14 +308,15 @@ class ClicksWidget(QWidget):
         self.viewer.status = text
 
 
-def _teardown(viewer, session, bound_layers: list, _obj=None) -> None:
-    """The widget is gone: stop the session and unbind its keys from the viewer and layers.
+def _teardown(viewer, session, bound_layers: list, drop_loads, _obj=None) -> None:
+    """The widget is gone: stop the session, unbind its keys, drop a bundle load in flight.
 
     Runs once, whichever comes first (the dock closed, the widget destroyed, the interpreter
     exiting), and never raises: an exception in a Qt slot at exit aborts the process.
     """
     if session.closed:
         return
+    drop_loads()  # its result would attach a model behind the reopened dock's back
     try:
         session.close()
         for owner in (viewer, *bound_layers):
