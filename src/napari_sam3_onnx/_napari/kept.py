@@ -54,7 +54,7 @@ def restore(kept: Kept, panel: Any) -> None:
     if kept.workspace.adapter is None or kept.workspace.folder is None:
         return
     if kept.workspace.store is not None:  # attached already: shown, not checked again
-        panel.store.show(kept.workspace.store, kept.store_write)
+        panel.store.show_attached(kept.workspace.store, kept.store_write)
     if kept.device:
         panel.device.blockSignals(True)  # choosing it must not reopen the bundle
         panel.device.setCurrentText(kept.device)

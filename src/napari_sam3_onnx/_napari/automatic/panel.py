@@ -39,9 +39,9 @@ from napari_sam3_onnx._napari.automatic.mode import (
 from napari_sam3_onnx._napari.automatic.output import PREVIEW, AutoOutput, nothing_found
 from napari_sam3_onnx._napari.automatic.settings_box import SettingsBox
 from napari_sam3_onnx._napari.automatic.tiling_note import bracketed, tiling_note
+from napari_sam3_onnx._napari.generator_run import GeneratorRun, plane_shown
 from napari_sam3_onnx._napari.hints import contrast_hint
 from napari_sam3_onnx._napari.host import DockHost, follow_dock
-from napari_sam3_onnx._napari.generator_run import GeneratorRun, plane_shown
 from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx._napari.text.controls import ScopeControl
 from napari_sam3_onnx._napari.text.output import target_choices

@@ -59,7 +59,7 @@ class StoreRow(QWidget):
         self._show()
         self.changed.emit()
 
-    def show(self, path: str | Path, write: bool) -> None:
+    def show_attached(self, path: str | Path, write: bool) -> None:
         """Show the store at ``path`` as attached already (no ``changed``: nothing to check)."""
         self.write.blockSignals(True)
         self.write.setChecked(bool(write))

@@ -169,8 +169,7 @@ class PropagationRunner(QObject):
 
     @property
     def result(self) -> PropagationResult | None:
-        """What the last run returned (None while it runs, after an error or a cancel on a
-        seed)."""
+        """What the last run returned (None while it runs, or after an error)."""
         return self.job.result
 
     @property

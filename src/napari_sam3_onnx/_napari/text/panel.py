@@ -32,9 +32,9 @@ from qtpy.QtWidgets import (
 
 from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.compact import compact, compact_combo
+from napari_sam3_onnx._napari.generator_run import GeneratorRun, plane_shown
 from napari_sam3_onnx._napari.hints import contrast_hint
 from napari_sam3_onnx._napari.host import DockHost, follow_dock
-from napari_sam3_onnx._napari.generator_run import GeneratorRun, plane_shown
 from napari_sam3_onnx._napari.text.controls import FloorControl, ScopeControl
 from napari_sam3_onnx._napari.text.inputs import (
     EXEMPLAR,
