@@ -15,9 +15,10 @@ The Text, Automatic and Propagate tabs run an API generator (one step per slice:
   :data:`~.pacing.INTERVAL_MS`), and the tab redraws a layer only when a written plane is the
   one the viewer shows (:func:`plane_shown`);
 * **progress** goes to the tab's bar without a synchronous repaint (:func:`set_bar`;
-  ``QProgressBar.setValue`` repaints the whole window at once, the canvas included), and
-  napari's activity panel lists the run (indeterminate: napari's bar turns the event loop on
-  every value it is given);
+  ``QProgressBar.setValue`` repaints the whole window at once, the canvas included). napari's
+  activity panel does not list the run: building its bar took 50-150 ms of the Qt thread
+  (measured with ``benchmarks/stall_sampler.py``), and every value given to it turns the event
+  loop (``QApplication.processEvents``) there and then;
 * **errors** go to the dock's status line (``notify``) as :func:`~.workers.describe` words them.
 """
 
@@ -29,7 +30,7 @@ from collections.abc import Callable, Collection, Generator, Iterator
 from typing import Any
 
 from napari.qt.threading import create_worker
-from qtpy.QtCore import QObject, QTimer
+from qtpy.QtCore import QObject
 from qtpy.QtWidgets import QProgressBar
 
 from napari_sam3_onnx._napari import layers
@@ -120,20 +121,6 @@ def plane_shown(viewer, image, indices: Collection[tuple[int, ...]]) -> bool:
     return any(tuple(int(i) for i in index) == current for index in indices)
 
 
-class _Activity:
-    """The run's entry in napari's activity panel (indeterminate, so nothing updates it)."""
-
-    def __init__(self, desc: str) -> None:
-        from napari.utils import progress
-
-        self._bar: Any = progress(desc=desc)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-
 class GeneratorRun(QObject):
     """Runs one generator workflow at a time for a tab (see the module docstring).
 
@@ -170,8 +157,6 @@ class GeneratorRun(QObject):
         self.worker: Any = None
         self.result: Any = None
         self.error: BaseException | None = None
-        self._activity: _Activity | None = None
-        self._desc = ""
         self._on_done: Callable[[GeneratorRun], None] | None = None
         gate = self.gate
         self.destroyed.connect(lambda *_: gate.stop())  # a closed dock: a waiting worker ends
@@ -186,13 +171,12 @@ class GeneratorRun(QObject):
         """Cancel was asked for during the last run."""
         return self.gate.cancelled()
 
-    def start(self, func: Callable[..., Iterator], *args, total: int, desc: str,
+    def start(self, func: Callable[..., Iterator], *args, total: int,
               on_done: Callable[[GeneratorRun], None], **kwargs) -> None:
         """Run ``func(*args, cancelled=token, **kwargs)`` (a generator function) in a worker.
 
-        ``total`` is the progress bar's range, ``desc`` the activity panel's line; ``on_done``
-        gets this object once the run has ended (done, cancelled or failed) and its last batch
-        is applied.
+        ``total`` is the progress bar's range; ``on_done`` gets this object once the run has
+        ended (done, cancelled or failed) and its last batch is applied.
         """
         if self.running:
             raise RuntimeError("a run is already in progress")
@@ -211,8 +195,6 @@ class GeneratorRun(QObject):
             work, _connect={"yielded": self._yielded, "returned": self._returned,
                             "errored": self._errored, "finished": self._finished},
             _ignore_errors=True, _start_thread=True)
-        self._desc = desc
-        QTimer.singleShot(0, self._open_activity)  # its own event-loop turn
 
     def cancel(self) -> None:
         """Stop before the next slice; the slice in progress finishes, what is done is kept."""
@@ -224,15 +206,6 @@ class GeneratorRun(QObject):
             set_bar(self.progress, done, text)
 
     # ---- Qt thread ---------------------------------------------------------------------
-    def _open_activity(self) -> None:
-        if not self.running or self._activity is not None or self.gate.cancelled():
-            return
-        activity = _Activity(self._desc)  # napari builds its bar (the event loop may turn)
-        if self.running and self._activity is None:
-            self._activity = activity
-        else:
-            activity.close()
-
     def _yielded(self, step) -> None:
         self.gate.take()
         self.pacer.push(step)
@@ -248,9 +221,6 @@ class GeneratorRun(QObject):
 
     def _finished(self) -> None:
         self.pacer.flush()
-        if self._activity is not None:
-            self._activity.close()
-            self._activity = None
         if self.progress is not None:
             self.progress.setVisible(False)
         self.worker = None

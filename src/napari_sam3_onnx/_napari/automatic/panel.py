@@ -215,7 +215,7 @@ class AutoPanel(QWidget):
                     self.settings.link_value, 1, tiling)
         else:
             work = (iter_tracked, self.host.model.workspace, job, settings)
-        self.job.start(*work, total=len(refs), desc="SAM automatic",
+        self.job.start(*work, total=len(refs),
                        on_done=lambda _job: self._on_finished())
         self.refresh()
         grid = (f"a {settings.points_per_side} x {settings.points_per_side} click grid"

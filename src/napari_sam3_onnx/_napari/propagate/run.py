@@ -195,7 +195,7 @@ class PropagationRunner(QObject):
         refs = slice_refs(spec, workspace.versions.get(spec.image.unique_id))
         self.job.start(iter_propagate, workspace, refs, spec.seeds, direction=spec.direction,
                        index_range=spec.index_range, stop_after_absent=spec.stop_after,
-                       total=total, desc="SAM propagation", on_done=lambda _job: self._on_finish())
+                       total=total, on_done=lambda _job: self._on_finish())
 
     # ---- Qt thread -------------------------------------------------------------------
     def _apply_steps(self, steps: list[PropagationStep]) -> None:

@@ -271,7 +271,7 @@ class TextPanel(QWidget):
         self._say(f"Searching {len(run.refs)} slice(s) of '{output.image.name}' for "
                   f"{', '.join(run.concepts) or 'the exemplars'}...")
         self.job.start(iter_search, self.workspace, run.refs, run.concepts, **options,
-                       warn_long=False, total=len(run.refs), desc="SAM text search",
+                       warn_long=False, total=len(run.refs),
                        on_done=lambda _job: self._on_finished())
         self.refresh()
 
