@@ -55,6 +55,8 @@ class StallSampler:
         self.samples: Counter[tuple[str, ...]] = Counter()
         self.others: Counter[tuple[str, ...]] = Counter()
         self.stalls = 0
+        self.longest: tuple[float, list] = (0.0, [])  # (seconds, [(qt, others) per sample])
+        self._current: list = []
         self._stamp = time.perf_counter()
         self._stop = threading.Event()
         self._timer = QTimer()
@@ -90,14 +92,19 @@ class StallSampler:
                 continue
             if not in_stall:
                 self.stalls += 1
-                in_stall = True
+                in_stall, self._current = True, []
             frames = sys._current_frames()
             main = frames.get(self.main_id)
-            if main is not None:
-                self.samples[_stack(main, self.depth)] += 1
-            for tid, frame in frames.items():
-                if tid not in (self.main_id, me):
-                    self.others[_stack(frame, 4)] += 1
+            qt = () if main is None else _stack(main, self.depth)
+            self.samples[qt] += 1
+            others = [_stack(frame, 4) for tid, frame in frames.items()
+                      if tid not in (self.main_id, me)]
+            for stack in others:
+                self.others[stack] += 1
+            self._current.append((qt, others))
+            length = time.perf_counter() - self._stamp
+            if length > self.longest[0]:
+                self.longest = (length, self._current)
 
     def report(self, top: int = 6, out=sys.stdout) -> None:
         """Print the most frequent Qt-thread stacks during stalls (and the other threads')."""
@@ -108,6 +115,13 @@ class StallSampler:
             print(f"  -- {n} samples, Qt thread:", file=out)
             for line in stack:
                 print(f"       {line}", file=out)
+        seconds, samples = self.longest
+        if samples:
+            print(f"  the longest stall ({1e3 * seconds:.0f} ms), Qt thread and others per "
+                  "sample (innermost frame):", file=out)
+            for qt, others in samples[:: max(1, len(samples) // 12)]:
+                inner = [o[-1] for o in others if "status_checker" not in " ".join(o)]
+                print(f"    {qt[-1] if qt else '?'}  ||  {'; '.join(inner)}", file=out)
         if self.others:
             print("  other threads during stalls:", file=out)
             for stack, n in self.others.most_common(top):
