@@ -45,7 +45,7 @@ def _text(viewer, w):
     w.tabs.setCurrentWidget(panel)
     panel.concepts.setText("nucleus")
     panel.scope.set_mode("all")
-    return panel, panel.run, lambda: panel.job.pacer
+    return panel, panel.run, lambda: panel.runner.pacer
 
 
 def _automatic(viewer, w):
@@ -53,7 +53,7 @@ def _automatic(viewer, w):
     w.tabs.setCurrentWidget(panel)
     panel.settings.points_per_side.setValue(4)  # a fast run: 16 clicks a slice
     panel.scope.set_mode("all")
-    return panel, panel.run, lambda: panel.job.pacer
+    return panel, panel.run, lambda: panel.runner.pacer
 
 
 def _propagate(viewer, w):

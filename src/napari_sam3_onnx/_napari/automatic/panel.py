@@ -97,7 +97,7 @@ class AutoPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         self.status = host.status  # one status line for the whole dock
-        self.job = GeneratorRun(self._apply_planes, progress=self.progress,
+        self.runner = GeneratorRun(self._apply_planes, progress=self.progress,
                                 notify=lambda m: self._say(m, warn=True), parent=self)
         self.table = QLabel("")  # no wrapping: the table's columns must line up
         self.table.setStyleSheet("font-family: monospace")
@@ -124,13 +124,13 @@ class AutoPanel(QWidget):
         layout.addWidget(self.table)
         layout.addStretch(1)
 
-        follow_dock(self, host, self.refresh, self._layers_changed, self.job.gate.stop)
+        follow_dock(self, host, self.refresh, self._layers_changed, self.runner.gate.stop)
         self.refresh()
 
     @property
     def running(self) -> bool:
         """Whether a run is in progress."""
-        return self.job.running
+        return self.runner.running
 
     def refresh(self) -> None:
         """Enable what the loaded bundle allows; explain what it does not."""
@@ -215,7 +215,7 @@ class AutoPanel(QWidget):
                     self.settings.link_value, 1, tiling)
         else:
             work = (iter_tracked, self.host.model.workspace, job, settings)
-        self.job.start(*work, total=len(refs),
+        self.runner.start(*work, total=len(refs),
                        on_done=lambda _job: self._on_finished())
         self.refresh()
         grid = (f"a {settings.points_per_side} x {settings.points_per_side} click grid"
@@ -230,7 +230,7 @@ class AutoPanel(QWidget):
     def cancel(self) -> None:
         """Stop after the decoder batch in progress; finished planes stay in the preview."""
         if self.running:
-            self.job.cancel()
+            self.runner.cancel()
             self._say("Cancelling...")
 
     def _apply_planes(self, steps: list[AutoStep]) -> None:
@@ -243,19 +243,19 @@ class AutoPanel(QWidget):
             return
         for step in steps:
             if not out.add(step.index, step.result, refresh=False):
-                self.job.cancel()
+                self.runner.cancel()
                 self._say("The preview layer was removed; the run stopped.", warn=True)
                 return
         out.refresh(redraw=plane_shown(self.viewer, out.image, [s.index for s in steps]))
         step = steps[-1]
-        self.job.set_progress(step.done)
+        self.runner.set_progress(step.done)
         tiles = f" on {step.tiles} tiles" if step.tiles > 1 else ""
         self.status.setText(f"{layers.index_label(out.image, step.index)}: "
                             f"{len(step.result.instances)} object(s){tiles}; {step.done} of "
                             f"{step.total} slice(s) done.")
 
     def _on_finished(self) -> None:
-        value = self.job.result
+        value = self.runner.result
         self._tracked = value if isinstance(value, TrackedRun) else None
         out, job = self.output, self._job
         if out is not None and job is not None:

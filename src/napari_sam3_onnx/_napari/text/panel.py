@@ -113,7 +113,7 @@ class TextPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         self.status = host.status  # one status line for the whole dock
-        self.job = GeneratorRun(self._apply_slices, progress=self.progress,
+        self.runner = GeneratorRun(self._apply_slices, progress=self.progress,
                                 notify=lambda m: self._say(m, warn=True), parent=self)
 
         polarity = QHBoxLayout()
@@ -144,7 +144,7 @@ class TextPanel(QWidget):
         self._controls = (self.concepts, self.floor, self.scope, self.min_size, self.fill_holes,
                           self.link, self.target, self.run_button)
 
-        follow_dock(self, host, self.refresh, self._layers_changed, self.job.gate.stop)
+        follow_dock(self, host, self.refresh, self._layers_changed, self.runner.gate.stop)
         self.refresh()
 
     # ---- state -------------------------------------------------------------------------
@@ -270,7 +270,7 @@ class TextPanel(QWidget):
         self.output, self._run = output, run
         self._say(f"Searching {len(run.refs)} slice(s) of '{output.image.name}' for "
                   f"{', '.join(run.concepts) or 'the exemplars'}...")
-        self.job.start(iter_search, self.workspace, run.refs, run.concepts, **options,
+        self.runner.start(iter_search, self.workspace, run.refs, run.concepts, **options,
                        warn_long=False, total=len(run.refs),
                        on_done=lambda _job: self._on_finished())
         self.refresh()
@@ -278,7 +278,7 @@ class TextPanel(QWidget):
     def cancel(self) -> None:
         """Stop after the slice in progress; finished slices are kept."""
         if self.running:
-            self.job.cancel()
+            self.runner.cancel()
             self._say("Cancelling: the slice in progress finishes first.")
 
     def _apply_slices(self, steps: list[SearchStep]) -> None:
@@ -293,12 +293,12 @@ class TextPanel(QWidget):
             if done.min_score is not None and self.floor.cut != done.min_score:
                 self.floor.set_cut(done.min_score)
             if not out.add(done.index, done.result, refresh=False):
-                self.job.cancel()
+                self.runner.cancel()
                 self._say(f"'{out.layer.name}' was removed; the search stopped.", warn=True)
                 return
         out.refresh(redraw=plane_shown(self.viewer, out.image, [d.index for d in steps]))
         done = steps[-1]
-        self.job.set_progress(done.done)
+        self.runner.set_progress(done.done)
         self.status.setText(f"{layers.index_label(out.image, done.index)}: "
                             f"{len(done.result.instances)} instance(s); "
                             f"{done.done} of {done.total} slice(s) done.")
