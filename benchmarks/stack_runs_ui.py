@@ -6,7 +6,10 @@ dock, the shipped toy loaded; each tab runs the whole stack twice, side by side 
 tabs did before they were paced) and ``paced`` as shipped (one batch per
 :data:`~napari_sam3_onnx._napari.pacing.INTERVAL_MS`). A 10 ms QTimer
 (:class:`benchmarks.gui_probes.Ticker`) records the largest gap between its ticks during the run:
-how long the window could not repaint or take a click.
+how long the window could not repaint or take a click; "after click" leaves out the Run
+button's own handler (where napari adds the run's layer), and "idle gap" is the same timer over
+an idle event loop as long as the run, right after it (the machine's own noise). ``--sample``
+prints where the Qt thread was during gaps over 50 ms (:mod:`benchmarks.stall_sampler`).
 
 Run under a display (``xvfb-run -a python -m benchmarks.stack_runs_ui``); the Automatic tab uses
 a 4 x 4 click grid (``--points``) so that a toy slice is as quick as a Text slice.
@@ -98,11 +101,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=384, help="rows (columns: 4/3 of it)")
     parser.add_argument("--points", type=int, default=4, help="Automatic tab grid side")
     parser.add_argument("--tabs", default="Text,Automatic,Propagate")
+    parser.add_argument("--modes", default="per-slice,paced")
+    parser.add_argument("--sample", action="store_true",
+                        help="print the Qt thread's stacks seen during stalls > 50 ms")
+    parser.add_argument("--switch-ms", type=float, default=None,
+                        help="sys.setswitchinterval for the whole run (an experiment)")
     args = parser.parse_args(argv)
+    if args.switch_ms is not None:
+        import sys
+
+        sys.setswitchinterval(args.switch_ms / 1e3)
 
     import napari
 
-    from benchmarks.gui_probes import Ticker
+    from benchmarks.gui_probes import Ticker, idle_stall
+    from benchmarks.stall_sampler import StallSampler
     from napari_sam3_onnx._napari.launch import PLUGIN, WIDGET
 
     viewer = napari.Viewer(show=True)
@@ -111,21 +124,33 @@ def main(argv: list[str] | None = None) -> int:
     widget.model.load_toy()
     _wait(lambda: widget.session.encoder is not None)
     print(f"{args.slices} x {args.size} x {args.size + args.size // 3} stack, toy model")
-    print(f"{'tab':10} {'mode':10} {'run s':>7} {'max gap ms':>11} {'ticks/s':>8}")
+    print(f"{'tab':10} {'mode':10} {'run s':>7} {'max gap ms':>11} {'after click':>11} "
+          f"{'ticks/s':>8} {'idle gap ms':>12}")
     try:
         for tab in args.tabs.split(","):
-            for mode in ("per-slice", "paced"):
+            for mode in args.modes.split(","):
                 _per_slice(mode == "per-slice")
                 panel, start = _start(tab, viewer, widget, args.points)
                 ticker = Ticker()
+                sampler = StallSampler() if args.sample else None
                 ticker.start()
+                if sampler is not None:
+                    sampler.start()
                 t0 = time.perf_counter()
                 start()
+                t1 = time.perf_counter()  # the Run click's handler returned (its layer added)
                 _wait(lambda p=panel: not p.running)
                 run = time.perf_counter() - t0
                 ticker.stop()
-                print(f"{tab:10} {mode:10} {run:7.2f} {ticker.max_gap_ms:11.0f} "
-                      f"{len(ticker.gaps) / run:8.0f}", flush=True)
+                if sampler is not None:
+                    sampler.stop()
+                gap, rate = ticker.max_gap_ms, len(ticker.gaps) / run
+                after = ticker.max_gap_within_ms(t1, t0 + run)
+                idle = idle_stall(ticker, run)  # the same window, idle, as long
+                print(f"{tab:10} {mode:10} {run:7.2f} {gap:11.0f} {after:11.0f} {rate:8.0f} "
+                      f"{idle:12.0f}", flush=True)
+                if sampler is not None:
+                    sampler.report()
                 _reset(viewer)
     finally:
         _per_slice(False)

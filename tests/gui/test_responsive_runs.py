@@ -45,7 +45,7 @@ def _text(viewer, w):
     w.tabs.setCurrentWidget(panel)
     panel.concepts.setText("nucleus")
     panel.scope.set_mode("all")
-    return panel, panel.run, lambda: panel._pacer
+    return panel, panel.run, lambda: panel.runner.pacer
 
 
 def _automatic(viewer, w):
@@ -53,7 +53,7 @@ def _automatic(viewer, w):
     w.tabs.setCurrentWidget(panel)
     panel.settings.points_per_side.setValue(4)  # a fast run: 16 clicks a slice
     panel.scope.set_mode("all")
-    return panel, panel.run, lambda: panel._pacer
+    return panel, panel.run, lambda: panel.runner.pacer
 
 
 def _propagate(viewer, w):
@@ -72,7 +72,7 @@ def _propagate(viewer, w):
         panel.ids.setText(",".join(map(str, ids)))
         assert panel.run()
 
-    return panel, start, lambda: panel.runner._pacer
+    return panel, start, lambda: panel.runner.job.pacer
 
 
 TABS = {"Text": _text, "Automatic": _automatic, "Propagate": _propagate}
@@ -117,6 +117,25 @@ def test_cancel_stops_the_run_within_one_slice(stack_dock, qtbot, tab, monkeypat
 CLICK_AT = 4
 
 
+@pytest.mark.parametrize("tab", list(TABS))
+def test_every_step_reaches_the_tab_once_and_in_order(stack_dock, qtbot, tab, monkeypatch):
+    """What the workflow yields (in the worker) is what the tab applies (on the Qt thread)."""
+    viewer, w, _truth = stack_dock
+    produced = {"n": 0, "at_click": None, "button": None, "steps": []}
+    _count_steps(monkeypatch, tab, produced, click=False)
+    panel, start, pacer_of = TABS[tab](viewer, w)
+    pacer = pacer_of()
+    applied: list = []
+    inner = pacer._apply
+    monkeypatch.setattr(pacer, "_apply", lambda items: (applied.extend(items), inner(items)))
+    settle(qtbot, w.session, timeout=20000)
+    start()
+    qtbot.waitUntil(lambda: not panel.running, timeout=120000)
+    assert len(produced["steps"]) >= NZ  # every slice (propagation: the seed's step too)
+    assert [id(s) for s in applied] == [id(s) for s in produced["steps"]]
+    assert pacer.pending == 0
+
+
 def _post_click(button) -> None:
     """Queue a left click on ``button`` (thread-safe: the events wait in Qt's queue)."""
     from qtpy.QtCore import QEvent, QPointF
@@ -130,7 +149,7 @@ def _post_click(button) -> None:
         QApplication.postEvent(button, event)
 
 
-def _count_steps(monkeypatch, tab, produced) -> None:
+def _count_steps(monkeypatch, tab, produced, click: bool = True) -> None:
     """Count the steps the tab's workflow generator yields (in the worker); queue the click."""
     import importlib
 
@@ -150,7 +169,8 @@ def _count_steps(monkeypatch, tab, produced) -> None:
             except StopIteration as end:
                 return end.value  # the workflow's result (propagation returns one)
             produced["n"] += 1
-            if produced["n"] == CLICK_AT:
+            produced.setdefault("steps", []).append(step)
+            if click and produced["n"] == CLICK_AT:
                 produced["at_click"] = produced["n"]
                 _post_click(produced["button"])
             yield step

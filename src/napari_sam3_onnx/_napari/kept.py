@@ -28,11 +28,14 @@ class Kept:
         The model is the toy (the Model field and info line say so).
     device : str
         The Device choice the model was opened with ("" until a model is loaded).
+    store_write : bool
+        The Embeddings row's "add new embeddings" choice for the attached store.
     """
 
     workspace: Workspace = field(default_factory=Workspace)
     toy: bool = False
     device: str = ""
+    store_write: bool = False
 
 
 class KeptPerViewer:
@@ -47,9 +50,11 @@ class KeptPerViewer:
 
 
 def restore(kept: Kept, panel: Any) -> None:
-    """Show ``kept``'s model in a new dock's model ``panel`` (nothing when none is loaded)."""
+    """Show ``kept``'s model and store in a new dock's model ``panel`` (none loaded: nothing)."""
     if kept.workspace.adapter is None or kept.workspace.folder is None:
         return
+    if kept.workspace.store is not None:  # attached already: shown, not checked again
+        panel.store.show_attached(kept.workspace.store, kept.store_write)
     if kept.device:
         panel.device.blockSignals(True)  # choosing it must not reopen the bundle
         panel.device.setCurrentText(kept.device)
@@ -61,3 +66,4 @@ def remember(kept: Kept, panel: Any) -> None:
     """Record the model ``panel`` shows now (after every load attempt)."""
     kept.toy = bool(panel.toy) and panel.adapter is not None
     kept.device = panel.device.currentText() if panel.adapter is not None else ""
+    kept.store_write = panel.store.write.isChecked()

@@ -66,26 +66,3 @@ class Pacer(QObject):
         self._timer.stop()
         self._items = []
 
-
-class Activity:
-    """napari's activity-dock bar for a run, advanced once per batch rather than per slice.
-
-    napari's bar turns the event loop on every update, so it is fed from :class:`Pacer`'s
-    batches only.
-    """
-
-    def __init__(self, total: int, desc: str) -> None:
-        from napari.utils import progress
-
-        self._bar = progress(total=total, desc=desc)
-
-    def advance(self, n: int) -> None:
-        """Count ``n`` more steps done."""
-        if self._bar is not None and n > 0:
-            self._bar.update(n)
-
-    def close(self) -> None:
-        """Remove the bar (safe to call twice)."""
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None

@@ -157,7 +157,8 @@ class SamDock(QWidget):
         self._bind_keys(napari_viewer)
         self._bound_layers: list = []
         self._teardown = partial(_teardown, napari_viewer, self.session, self._bound_layers,
-                                 self.ahead.scheduler, self.series.release)
+                                 self.ahead.scheduler, self.model.loads.drop,
+                                 self.series.release)  # a load in flight: dropped
         self._docked = False
         self.moving = False  # True while a menu entry moves the widget into its own dock
         self.destroyed.connect(self._teardown)
@@ -314,15 +315,16 @@ class SamDock(QWidget):
         self.viewer.status = text
 
 
-def _teardown(viewer, session, bound_layers: list, ahead, close_series=None,
+def _teardown(viewer, session, bound_layers: list, ahead, drop_loads, close_series=None,
               _obj=None) -> None:
-    """The widget is gone: stop the session and unbind its keys from the viewer and layers.
+    """The widget is gone: stop the session, unbind its keys, drop a bundle load in flight.
 
     Runs once, whichever comes first (the dock closed, the widget destroyed, the interpreter
     exiting), and never raises: an exception in a Qt slot at exit aborts the process.
     """
     if session.closed:
         return
+    drop_loads()  # its result would attach a model behind the reopened dock's back
     try:
         session.close()
         ahead.close()  # its background encode is stopped, its thread ends

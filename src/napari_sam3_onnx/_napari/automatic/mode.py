@@ -12,7 +12,7 @@ the choice; a 4-D image is walked along z, at the time point the viewer shows.
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from napari.layers import Image
@@ -63,10 +63,10 @@ def tracked_job(image: Image, current: tuple[int, ...], key: int | None,
 
 
 def iter_tracked(workspace: Workspace, job: TrackedJob, settings: AutoMaskSettings,
-                 cancel: threading.Event):
+                 cancelled: Callable[[], bool]):
     """The worker's generator: the API's tracked loop on the dock's workspace."""
     return (yield from iter_segment_tracked(workspace, job.refs, job.key, settings=settings,
-                                            cancelled=cancel.is_set))
+                                            cancelled=cancelled))
 
 
 def tracked_message(run: TrackedRun | None, job: TrackedJob, objects: int, planes: int) -> str:

@@ -76,14 +76,18 @@ class AutoOutput:
             self.refresh()
         return True
 
-    def refresh(self) -> None:
-        """List the planes added since the last call and redraw (one table update)."""
+    def refresh(self, redraw: bool = True) -> None:
+        """List the planes added since the last call (one table update) and redraw.
+
+        ``redraw=False``: no slice on screen changed, the table alone is updated.
+        """
         if not self.alive:
             return
         if self._unlisted:
             append_features(self.preview, feature_rows(self._unlisted, self.image))
             self._unlisted = []
-        self.preview.refresh()
+        if redraw:
+            self.preview.refresh()
 
     def discard(self) -> None:
         """Drop the preview layer and what it holds."""

@@ -14,13 +14,11 @@ prints the table ``napari-sam3-onnx evaluate`` prints.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import asdict
 from functools import partial
 
 import numpy as np
 from napari.layers import Labels
-from napari.qt.threading import create_worker
 from qtpy.QtWidgets import (
     QComboBox,
     QFormLayout,
@@ -33,7 +31,7 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from napari_sam3_onnx._napari import layers, workers
+from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.automatic.mode import (
     ModeControl,
     TrackedJob,
@@ -45,9 +43,9 @@ from napari_sam3_onnx._napari.automatic.output import PREVIEW, AutoOutput, nothi
 from napari_sam3_onnx._napari.automatic.settings_box import SettingsBox
 from napari_sam3_onnx._napari.automatic.tiling_note import bracketed, tiling_note
 from napari_sam3_onnx._napari.commit_entries import run_entry
+from napari_sam3_onnx._napari.generator_run import GeneratorRun, plane_shown
 from napari_sam3_onnx._napari.hints import contrast_hint
 from napari_sam3_onnx._napari.host import DockHost, follow_dock
-from napari_sam3_onnx._napari.pacing import Activity, Pacer
 from napari_sam3_onnx._napari.qt_widgets import wrapped_label
 from napari_sam3_onnx._napari.text.controls import ScopeControl
 from napari_sam3_onnx._napari.text.output import target_choices
@@ -69,14 +67,10 @@ class AutoPanel(QWidget):
         self.host, self.viewer = host, host.viewer
         self.output: AutoOutput | None = None
         self.messages: list[str] = []
-        self._cancel = threading.Event()
-        self._worker = None
         self._total = 0
         self._note = ""  # what the run's tiling is (tiling_note), said when it ends
         self._job: TrackedJob | None = None  # the tracked run's planes (None: per plane)
         self._tracked: TrackedRun | None = None  # what the tracked run returned
-        self._pacer = Pacer(self._apply_planes, parent=self)
-        self._activity: Activity | None = None
         self._run_info: tuple = ()  # (settings, first slice's ref) of the run
         self.explain = wrapped_label(NO_MODEL)
         self.mode = ModeControl()
@@ -107,6 +101,8 @@ class AutoPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         self.status = host.status  # one status line for the whole dock
+        self.runner = GeneratorRun(self._apply_planes, progress=self.progress,
+                                notify=lambda m: self._say(m, warn=True), parent=self)
         self.table = QLabel("")  # no wrapping: the table's columns must line up
         self.table.setStyleSheet("font-family: monospace")
 
@@ -132,13 +128,13 @@ class AutoPanel(QWidget):
         layout.addWidget(self.table)
         layout.addStretch(1)
 
-        follow_dock(self, host, self.refresh, self._layers_changed, self._cancel.set)
+        follow_dock(self, host, self.refresh, self._layers_changed, self.runner.gate.stop)
         self.refresh()
 
     @property
     def running(self) -> bool:
         """Whether a run is in progress."""
-        return self._worker is not None
+        return self.runner.running
 
     def refresh(self) -> None:
         """Enable what the loaded bundle allows; explain what it does not."""
@@ -212,27 +208,20 @@ class AutoPanel(QWidget):
         refs = job.refs if job is not None else \
             [layers.slice_ref(image, i, version) for i in indices]
         self.output = AutoOutput(self.viewer, image)
-        self._cancel.clear()
         tiling = self.host.model.workspace.tiling  # the dock's switch, read once per run
         self._note = tiling_note(encoder.adapter, refs[0].plane_shape, tiling,
                                  "on the key slice" if job is not None else "per plane")
         self._job, self._tracked, self._total = job, None, len(refs)
         self._run_info = (settings, refs[0])
-        self.progress.setRange(0, len(refs))
-        self.progress.setValue(0)
-        self.progress.setVisible(True)
         work: tuple  # the worker's generator function and its arguments
         if job is None:  # the API's loop on the shared (single-flight) embedding cache
             embed = partial(encoder.embed, need=Capability.ENCODE)  # the automatic's encoder
             work = (iter_segment_refs, encoder.adapter, embed, refs, settings,
-                    self.settings.link_value, 1, tiling, self._cancel.is_set)
+                    self.settings.link_value, 1, tiling)
         else:
-            work = (iter_tracked, self.host.model.workspace, job, settings, self._cancel)
-        self._activity = Activity(len(refs), "SAM automatic")
-        self._worker = create_worker(
-            *work, _connect={"yielded": self._pacer.push, "returned": self._on_returned,
-                      "errored": self._on_error, "finished": self._on_finished},
-            _ignore_errors=True, _start_thread=True)
+            work = (iter_tracked, self.host.model.workspace, job, settings)
+        self.runner.start(*work, total=len(refs),
+                       on_done=lambda _job: self._on_finished())
         self.refresh()
         grid = (f"a {settings.points_per_side} x {settings.points_per_side} click grid"
                 f"{bracketed(self._note)}")
@@ -246,43 +235,33 @@ class AutoPanel(QWidget):
     def cancel(self) -> None:
         """Stop after the decoder batch in progress; finished planes stay in the preview."""
         if self.running:
-            self._cancel.set()
+            self.runner.cancel()
             self._say("Cancelling...")
 
     def _apply_planes(self, steps: list[AutoStep]) -> None:
-        """Show a batch of finished planes (:class:`~.pacing.Pacer`): one refresh per batch."""
+        """Show a batch of finished planes (:class:`~.generator_run.GeneratorRun`).
+
+        The preview is redrawn once per batch, and only when a written plane is on screen.
+        """
         out = self.output
         if out is None:
             return
         for step in steps:
             if not out.add(step.index, step.result, refresh=False):
-                self._cancel.set()
+                self.runner.cancel()
                 self._say("The preview layer was removed; the run stopped.", warn=True)
                 return
-        out.refresh()
+        out.refresh(redraw=plane_shown(self.viewer, out.image, [s.index for s in steps]))
         step = steps[-1]
-        self.progress.setValue(step.done)
+        self.runner.set_progress(step.done)
         tiles = f" on {step.tiles} tiles" if step.tiles > 1 else ""
         self.status.setText(f"{layers.index_label(out.image, step.index)}: "
                             f"{len(step.result.instances)} object(s){tiles}; {step.done} of "
                             f"{step.total} slice(s) done.")
-        if self._activity is not None:  # last: napari's bar turns the event loop (re-entry)
-            self._activity.advance(len(steps))
-
-    def _on_returned(self, value) -> None:
-        if isinstance(value, TrackedRun):
-            self._tracked = value
-
-    def _on_error(self, exc: BaseException) -> None:
-        self._say(workers.describe(exc), warn=True)
 
     def _on_finished(self) -> None:
-        self._pacer.flush()
-        if self._activity is not None:
-            self._activity.close()
-            self._activity = None
-        self._worker = None
-        self.progress.setVisible(False)
+        value = self.runner.result
+        self._tracked = value if isinstance(value, TrackedRun) else None
         out, job = self.output, self._job
         if out is not None and job is not None:
             if self._tracked is not None:  # an error has been said already

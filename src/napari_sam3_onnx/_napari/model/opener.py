@@ -35,6 +35,29 @@ def device_choices() -> list[str]:
             *openvino_devices()]
 
 
+class Tickets:
+    """Which background load counts: the latest one, until the dock that started it closes.
+
+    Plain Python (no Qt), so the dock's ``destroyed`` signal can drop the load in flight.
+    """
+
+    def __init__(self) -> None:
+        self._latest = 0
+
+    def new(self) -> int:
+        """A ticket for a new load (every earlier one no longer counts)."""
+        self._latest += 1
+        return self._latest
+
+    def counts(self, ticket: int) -> bool:
+        """Whether the load holding ``ticket`` is still the one to show."""
+        return ticket == self._latest
+
+    def drop(self, _obj=None) -> None:
+        """No load in flight counts any more (the dock closed)."""
+        self._latest += 1
+
+
 @dataclass(frozen=True)
 class Opened:
     """A bundle opened and checked, ready to attach.

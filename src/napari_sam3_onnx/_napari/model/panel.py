@@ -38,7 +38,7 @@ from napari_sam3_onnx._napari.model.bundle_words import (
     cpu_path_notes,
     model_line,
 )
-from napari_sam3_onnx._napari.model.opener import Opened, device_choices, open_checked
+from napari_sam3_onnx._napari.model.opener import Opened, Tickets, device_choices, open_checked
 from napari_sam3_onnx._napari.model.reach import check_reachable
 from napari_sam3_onnx._napari.model.store_check import StoreCheck, checking_text
 from napari_sam3_onnx._napari.model.store_row import StoreRow
@@ -94,7 +94,8 @@ class ModelPanel(QWidget):
         self._line = ""  # the model line the info label shows
         self.toy = False
         self._loaded: tuple[Path, str] | None = None  # (folder, name the field shows)
-        self._opening = 0  # the latest background load (earlier ones are dropped)
+        self.loads = Tickets()  # the latest background load counts, until the dock closes
+        self.destroyed.connect(self.loads.drop)
         self._cancel = False
         self._relay = _Relay(self)
         self._relay.progress.connect(self._show_progress)
@@ -197,16 +198,15 @@ class ModelPanel(QWidget):
         target = self._target(folder, toy)
         if target is None:
             return
-        self._opening += 1
-        ticket, path = self._opening, target[0]
+        ticket, path = self.loads.new(), target[0]
         self.info.setText(f"Opening {path}...")
 
         def done(opened) -> None:
-            if ticket == self._opening:
+            if self.loads.counts(ticket):
                 self._opened(path, cast(Opened, opened))
 
         def failed(exc: BaseException) -> None:
-            if ticket == self._opening:
+            if self.loads.counts(ticket):
                 self._failed(path, exc if isinstance(exc, Sam3OnnxError)
                              else Sam3OnnxError(workers.describe(exc)))
 

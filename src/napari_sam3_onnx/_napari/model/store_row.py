@@ -59,6 +59,14 @@ class StoreRow(QWidget):
         self._show()
         self.changed.emit()
 
+    def show_attached(self, path: str | Path, write: bool) -> None:
+        """Show the store at ``path`` as attached already (no ``changed``: nothing to check)."""
+        self.write.blockSignals(True)
+        self.write.setChecked(bool(write))
+        self.write.blockSignals(False)
+        self.path = Path(path).expanduser()
+        self._show()
+
     def detach(self) -> None:
         """Back to memory only, without a ``changed`` signal (the caller rebuilds)."""
         self.path = None

@@ -30,7 +30,6 @@ from qtpy.QtWidgets import (
 from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.compact import compact, compact_combo
 from napari_sam3_onnx._napari.host import DockHost
-from napari_sam3_onnx._napari.pacing import Activity
 from napari_sam3_onnx._napari.propagate.run import LastRun, PropagationRunner, RunSpec
 from napari_sam3_onnx._napari.propagate.seed_preview import (
     finished_message,
@@ -62,13 +61,7 @@ class PropagationPanel(QWidget):
         super().__init__(parent)
         self.host, self.viewer = host, host.viewer
         self.workspace: Workspace = host.model.workspace
-        self.runner = PropagationRunner(self.viewer, self)
-        self.runner.slice_written.connect(self._slice_done)
-        self.runner.applied.connect(self._batch_applied)
-        self.runner.done.connect(self._done)
         self._reached: set[int] = set()  # distinct slices of the run so far
-        self._activity: Activity | None = None  # napari's activity bar while a run is out
-        self._shown = 0
         self.last = LastRun()  # for corrections
 
         self.method, self.note = QLabel(""), QLabel("")
@@ -136,6 +129,10 @@ class PropagationPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         self.status = host.status  # one status line for the whole dock
+        self.runner = PropagationRunner(self.viewer, self, progress=self.progress)
+        self.runner.slice_written.connect(self._slice_done)
+        self.runner.applied.connect(self._batch_applied)
+        self.runner.done.connect(self._done)
 
         layout = QVBoxLayout(self)
         for w in (self.method, self.note, group):
@@ -279,16 +276,9 @@ class PropagationPanel(QWidget):
         lo, hi = spec.index_range or (0, n)
         total = len(range(max(lo, 0), min(hi, n)))  # each slice once, the seed's included
         self._reached = set()
-        self.progress.setRange(0, total)
-        self.progress.setValue(0)
         self.progress.setFormat(f"0 / {total} slices")
-        self.progress.setVisible(True)
-        # Everything shown before the worker starts: napari's progress may turn the event loop,
-        # and a short run could end (and report) before a message set after the start.
-        self._activity = Activity(total, "SAM propagation")
-        self._shown = 0  # slices counted on napari's activity bar
         self._say(f"Propagating object(s) {ids} along {self.axis.currentText()}...")
-        self.runner.start(spec, self.workspace)
+        self.runner.start(spec, self.workspace, total)
         if clear_preview:  # the previewed objects are now seeds (as a commit would do)
             self.host.session.clear()
         self.refresh()
@@ -296,27 +286,17 @@ class PropagationPanel(QWidget):
 
     def _slice_done(self, k: int) -> None:
         """A slice was written: count it once, whichever pass reached it."""
-        if k in self._reached:
-            return
         self._reached.add(k)
-        done, total = len(self._reached), self.progress.maximum()
-        self.progress.setValue(done)
-        self.progress.setFormat(f"{done} / {total} slices")
 
     def _batch_applied(self) -> None:
-        """Napari's activity bar advances once per batch of slices (it turns the event loop)."""
-        if self._activity is not None:
-            self._activity.advance(len(self._reached) - self._shown)
-            self._shown = len(self._reached)
+        """The bar shows the distinct slices reached, once per batch."""
+        done = len(self._reached)
+        self.runner.job.set_progress(done, f"{done} / {self.progress.maximum()} slices")
 
     def _done(self, result, error) -> None:
         spec, writer = self.runner.finished_spec, self.runner.writer
         if spec is None or writer is None:  # pragma: no cover - the runner sets both first
             return
-        self.progress.setVisible(False)
-        if self._activity is not None:
-            self._activity.close()
-            self._activity = None
         alive = spec.target in self.viewer.layers and spec.image in self.viewer.layers
         if alive and (result is not None or writer.slices):
             self.last.remember(spec, writer.slices, complete=result is not None

@@ -1,8 +1,9 @@
 """The Propagate tab's run: layers in, the API's propagation workflow off the Qt thread, writes.
 
 The run itself is :func:`~napari_sam3_onnx.api.propagate.iter_propagate` over the dock's
-workspace (the one the API and the CLI run), in a napari generator worker: each yielded slice
-arrives on the Qt thread, where :class:`RunWriter` writes it into the target layer. When the
+workspace (the one the API and the CLI run), through the tabs' one worker wiring
+(:class:`~napari_sam3_onnx._napari.generator_run.GeneratorRun`): the yielded slices arrive on the
+Qt thread in paced batches, where :class:`RunWriter` writes them into the target layer. When the
 worker ends - done, cancelled or failed - the run is closed as one undo step and
 :attr:`PropagationRunner.done` reports the result. This module only turns layers into slice
 references and the spec into the workflow's arguments.
@@ -10,17 +11,16 @@ references and the spec into the workflow's arguments.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 
 from napari.layers import Image, Labels
-from napari.qt.threading import create_worker
 from qtpy.QtCore import QObject, Signal
+from qtpy.QtWidgets import QProgressBar
 
 from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.commit_entries import propagate_entry
-from napari_sam3_onnx._napari.pacing import Pacer
+from napari_sam3_onnx._napari.generator_run import GeneratorRun, plane_shown
 from napari_sam3_onnx._napari.propagate.writer import RunWriter
 from napari_sam3_onnx.api.propagate import PropagationStep, iter_propagate
 from napari_sam3_onnx.api.propagation_seeds import merge_seeds
@@ -28,8 +28,6 @@ from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.encoding import SliceRef
 from napari_sam3_onnx.engine.interactive import Prompt
 from napari_sam3_onnx.engine.tracking.types import Direction, PropagationResult, Seed
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -130,99 +128,106 @@ def slice_refs(spec: RunSpec, data_version: Hashable) -> list[SliceRef]:
 class PropagationRunner(QObject):
     """Runs one propagation at a time for the Propagate tab.
 
+    Parameters
+    ----------
+    viewer : napari.Viewer
+        The viewer holding the image and the target.
+    parent : QObject, optional
+        The tab.
+    progress : QProgressBar, optional
+        The tab's bar (shown while a run is out).
+
     Signals
     -------
     slice_written(int)
         A slice arrived and was written (its index along the axis).
-    progressed(int, int)
-        ``(done, total)`` slices of the passes.
+    applied()
+        A batch of slices was written (after its ``slice_written`` signals).
     done(object, object)
         ``(PropagationResult or None, exception or None)`` after the run was closed (its spec
         is then :attr:`finished_spec`).
     """
 
     slice_written = Signal(int)
-    progressed = Signal(int, int)
     applied = Signal()
     done = Signal(object, object)
 
-    def __init__(self, viewer, parent: QObject | None = None) -> None:
+    def __init__(self, viewer, parent: QObject | None = None,
+                 progress: QProgressBar | None = None) -> None:
         super().__init__(parent)
         self.viewer = viewer
         self.spec: RunSpec | None = None
         self.finished_spec: RunSpec | None = None
         self.writer: RunWriter | None = None
-        self.result: PropagationResult | None = None
-        self.error: BaseException | None = None
-        self.worker = None
-        self._cancel = False
         self._entry: dict | None = None  # the run's commit-log entry
-        self._pacer = Pacer(self._apply_steps, parent=self)
+        self.job = GeneratorRun(self._apply_steps, progress=progress, parent=self)
 
     @property
     def running(self) -> bool:
         """A run is in progress."""
         return self.spec is not None
 
+    @property
+    def result(self) -> PropagationResult | None:
+        """What the last run returned (None while it runs, or after an error)."""
+        return self.job.result
+
+    @property
+    def error(self) -> BaseException | None:
+        """What the last run raised."""
+        return self.job.error
+
     def cancel(self) -> None:
         """Ask the run to stop before its next slice (what is done stays written)."""
-        self._cancel = True
+        self.job.cancel()
 
-    def start(self, spec: RunSpec, workspace: Workspace) -> None:
+    def start(self, spec: RunSpec, workspace: Workspace, total: int = 0) -> None:
         """Start ``spec`` on the workspace's model and encoder in a worker (one run at a time).
 
         The slices' references carry the image's data version, so they share the cache keys
         of the other tabs (a plane the Clicks or Text tab encoded is not encoded again).
+        ``total`` is the progress bar's range (slices the run may reach).
         """
         if self.running:
             raise RuntimeError("a propagation is already running")
-        self.spec, self.result, self.error, self._cancel = spec, None, None, False
+        self.spec = spec
         self.writer = RunWriter(spec.target, spec.axis, spec.fixed, spec.overwrite, spec.replace)
         self._entry = propagate_entry(workspace, spec)
         refs = slice_refs(spec, workspace.versions.get(spec.image.unique_id))
-        self.worker = create_worker(
-            iter_propagate, workspace, refs, spec.seeds, direction=spec.direction,
-            index_range=spec.index_range, stop_after_absent=spec.stop_after,
-            cancelled=lambda: self._cancel,
-            _connect={"yielded": self._pacer.push, "returned": self._on_result,
-                      "errored": self._on_error, "finished": self._on_finish},
-            _ignore_errors=True, _start_thread=True)
+        self.job.start(iter_propagate, workspace, refs, spec.seeds, direction=spec.direction,
+                       index_range=spec.index_range, stop_after_absent=spec.stop_after,
+                       total=total, on_done=lambda _job: self._on_finish())
 
     # ---- Qt thread -------------------------------------------------------------------
     def _apply_steps(self, steps: list[PropagationStep]) -> None:
-        """Write a batch of slices (:class:`~.pacing.Pacer`): one redraw per batch."""
+        """Write a batch of slices: one redraw per batch, only when a written slice is shown."""
+        written = []
         for step in steps:
             if not self._on_step(step):
                 break
-        if self.spec is not None and self.spec.target in self.viewer.layers:
-            self.spec.target.refresh()
+            if step.outputs:
+                written.append(int(step.index))
+        spec, writer = self.spec, self.writer
+        if spec is not None and writer is not None and spec.target in self.viewer.layers \
+                and plane_shown(self.viewer, spec.image, [writer.lead(k) for k in written]):
+            spec.target.refresh()
         self.applied.emit()
 
     def _on_step(self, step: PropagationStep) -> bool:
         spec, writer = self.spec, self.writer
         if spec is None or writer is None:
             return False
-        if not step.seed:
-            self.progressed.emit(step.done, step.total)
         if step.outputs is None:
             return True
         if spec.target not in self.viewer.layers or spec.image not in self.viewer.layers:
-            self._cancel = True  # the layers are gone: stop; nothing more is written
+            self.job.cancel()  # the layers are gone: stop; nothing more is written
             return False
         writer.write(step.index, step.outputs, refresh=False)
         self.slice_written.emit(int(step.index))
         return True
 
-    def _on_result(self, result: PropagationResult) -> None:
-        self.result = result
-
-    def _on_error(self, exc: BaseException) -> None:
-        log.debug("propagation failed", exc_info=exc)
-        self.error = exc
-
     def _on_finish(self) -> None:
-        self._pacer.flush()
-        spec, writer, result = self.spec, self.writer, self.result
+        spec, writer, result = self.spec, self.writer, self.job.result
         if spec is None or writer is None:
             return
         if result is not None and not result.cancelled and spec.target in self.viewer.layers:
@@ -230,5 +235,5 @@ class PropagationRunner(QObject):
                 for k in sorted(spec.previous.get(oid, set()) - writer.slices.get(oid, set())):
                     writer.clear(k, [oid])
         writer.finish(self._entry)
-        self.spec, self.finished_spec, self.worker = None, spec, None
-        self.done.emit(result, self.error)
+        self.spec, self.finished_spec = None, spec
+        self.done.emit(result, self.job.error)

@@ -114,12 +114,16 @@ class TextOutput:
                 self.refresh()
         return True
 
-    def refresh(self) -> None:
-        """List the planes added since the last call and redraw the layer (one table update)."""
+    def refresh(self, redraw: bool = True) -> None:
+        """List the planes added since the last call (one table update) and redraw the layer.
+
+        ``redraw=False``: no slice on screen changed, the table alone is updated.
+        """
         if self.alive and self.new and self._unlisted:
             append_features(self.layer, feature_rows(self._unlisted, self.image))
             self._unlisted = []
-            self.layer.refresh()
+            if redraw:
+                self.layer.refresh()
 
     def finish(self, entry: Mapping | None = None) -> list[Instance]:
         """Write what is held (existing layer: one undo step); returns the instances written.

@@ -6,17 +6,16 @@ The tab shares the dock's workspace (model, encoder and embedding cache, languag
 tiling; :mod:`~napari_sam3_onnx.api.workspace`), image and 'SAM boxes' layer. It only turns
 layers into slice references and exemplars, and results into layer writes: a run is the API's
 search workflow (:func:`~napari_sam3_onnx.api.search.iter_search`, one step per slice) in
-napari's thread pool (napari progress, cancel);
+napari's thread pool (:class:`~napari_sam3_onnx._napari.generator_run.GeneratorRun`: paced
+results, progress, Cancel within one slice);
 :class:`~napari_sam3_onnx._napari.text.output.TextOutput` writes finished slices.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from napari.qt.threading import create_worker
 from qtpy.QtWidgets import (
     QCheckBox,
     QFormLayout,
@@ -31,12 +30,12 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from napari_sam3_onnx._napari import layers, workers
+from napari_sam3_onnx._napari import layers
 from napari_sam3_onnx._napari.commit_entries import text_entry
 from napari_sam3_onnx._napari.compact import compact, compact_combo
+from napari_sam3_onnx._napari.generator_run import GeneratorRun, plane_shown
 from napari_sam3_onnx._napari.hints import contrast_hint
 from napari_sam3_onnx._napari.host import DockHost, follow_dock
-from napari_sam3_onnx._napari.pacing import Activity, Pacer
 from napari_sam3_onnx._napari.text.controls import FloorControl, ScopeControl
 from napari_sam3_onnx._napari.text.inputs import (
     EXEMPLAR,
@@ -60,28 +59,6 @@ NO_MODEL = ("To find every object of a kind by typing its name, load a model tha
             "above: Download... lists them (the toy model works on the sample).")
 
 
-class RunControl:
-    """How a running search is stopped (kept apart from the tab so teardown holds no widget).
-
-    Attributes
-    ----------
-    cancel : threading.Event
-        Set to stop before the next plane (the workflow's cancel token is its ``is_set``).
-    worker : napari.qt.threading.GeneratorWorker or None
-        The worker running the search.
-    """
-
-    def __init__(self) -> None:
-        self.cancel = threading.Event()
-        self.worker = None
-
-    def stop(self) -> None:
-        """Ask the run to stop after the plane in progress."""
-        self.cancel.set()
-        if self.worker is not None:
-            self.worker.quit()
-
-
 @dataclass(frozen=True)
 class _Run:
     """What the finished-run message needs: the planes, phrases and floor of the run."""
@@ -102,9 +79,6 @@ class TextPanel(QWidget):
         self.output: TextOutput | None = None
         self._entry: dict | None = None  # the run's commit-log entry
         self.messages: list[str] = []
-        self._state = RunControl()
-        self._pacer = Pacer(self._apply_slices, parent=self)
-        self._activity: Activity | None = None
         self._reason: str | None = NO_MODEL
         self._run_layer = None  # the layer the last run made (reused by the next)
 
@@ -141,6 +115,8 @@ class TextPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         self.status = host.status  # one status line for the whole dock
+        self.runner = GeneratorRun(self._apply_slices, progress=self.progress,
+                                notify=lambda m: self._say(m, warn=True), parent=self)
 
         polarity = QHBoxLayout()
         for w in (self.positive, self.negative):
@@ -170,7 +146,7 @@ class TextPanel(QWidget):
         self._controls = (self.concepts, self.floor, self.scope, self.min_size, self.fill_holes,
                           self.link, self.target, self.run_button)
 
-        follow_dock(self, host, self.refresh, self._layers_changed, self._state.stop)
+        follow_dock(self, host, self.refresh, self._layers_changed, self.runner.gate.stop)
         self.refresh()
 
     # ---- state -------------------------------------------------------------------------
@@ -295,29 +271,24 @@ class TextPanel(QWidget):
 
     def _start(self, run: _Run, output: TextOutput, options: dict) -> None:
         self.output, self._run = output, run
-        self._state.cancel.clear()
-        self.progress.setRange(0, len(run.refs))
-        self.progress.setValue(0)
-        self.progress.setVisible(True)
-        self.refresh()
         self._say(f"Searching {len(run.refs)} slice(s) of '{output.image.name}' for "
                   f"{', '.join(run.concepts) or 'the exemplars'}...")
-        self._activity = Activity(len(run.refs), "SAM text search")
-        self._state.worker = create_worker(
-            iter_search, self.workspace, run.refs, run.concepts, **options,
-            cancelled=self._state.cancel.is_set, warn_long=False,
-            _connect={"yielded": self._pacer.push, "errored": self._on_error,
-                      "finished": self._on_finished},
-            _ignore_errors=True, _start_thread=True)
+        self.runner.start(iter_search, self.workspace, run.refs, run.concepts, **options,
+                       warn_long=False, total=len(run.refs),
+                       on_done=lambda _job: self._on_finished())
+        self.refresh()
 
     def cancel(self) -> None:
         """Stop after the slice in progress; finished slices are kept."""
         if self.running:
-            self._state.stop()
+            self.runner.cancel()
             self._say("Cancelling: the slice in progress finishes first.")
 
     def _apply_slices(self, steps: list[SearchStep]) -> None:
-        """Write a batch of finished slices (:class:`~.pacing.Pacer`): one refresh per batch."""
+        """Write a batch of finished slices (:class:`~.generator_run.GeneratorRun`).
+
+        The layer is redrawn once per batch, and only when a written slice is on screen.
+        """
         out = self.output
         if out is None:
             return
@@ -325,26 +296,17 @@ class TextPanel(QWidget):
             if done.min_score is not None and self.floor.cut != done.min_score:
                 self.floor.set_cut(done.min_score)
             if not out.add(done.index, done.result, refresh=False):
-                self._state.stop()
+                self.runner.cancel()
                 self._say(f"'{out.layer.name}' was removed; the search stopped.", warn=True)
                 return
-        out.refresh()
+        out.refresh(redraw=plane_shown(self.viewer, out.image, [d.index for d in steps]))
         done = steps[-1]
-        self.progress.setValue(done.done)
+        self.runner.set_progress(done.done)
         self.status.setText(f"{layers.index_label(out.image, done.index)}: "
                             f"{len(done.result.instances)} instance(s); "
                             f"{done.done} of {done.total} slice(s) done.")
-        if self._activity is not None:  # last: napari's bar turns the event loop (re-entry)
-            self._activity.advance(len(steps))
-
-    def _on_error(self, exc: BaseException) -> None:
-        self._say(workers.describe(exc), warn=True)
 
     def _on_finished(self) -> None:
-        self._pacer.flush()
-        if self._activity is not None:
-            self._activity.close()
-            self._activity = None
         out, run = self.output, self._run
         if out is None:
             return
@@ -354,7 +316,6 @@ class TextPanel(QWidget):
         hint = "" if written or not run.refs else contrast_hint(run.refs[0])
         self._say(summary(out, written, len(run.refs), run.concepts, run.floor) + hint)
         self.output = None
-        self.progress.setVisible(False)
         self.refresh()
 
     def _say(self, message: str, warn: bool = False) -> None:
