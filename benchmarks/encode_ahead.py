@@ -119,11 +119,11 @@ def _time_stopped(ahead: EncodeAhead, before: int, since: float) -> float:
 
 def toy_encoder(folder: Path, threads: int) -> SliceEncoder:
     """The toy tracker-pair bundle's encoder, at SAM 3's full geometry (1008 px input)."""
-    from napari_sam3_onnx.models.bundle import open_bundle
+    from napari_sam3_onnx.models.bundle import open_adapter
     from napari_sam3_onnx.testing.geometry import FULL
     from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
 
-    return SliceEncoder(open_bundle(build_hf_tracker(folder, FULL),
+    return SliceEncoder(open_adapter(build_hf_tracker(folder, FULL),
                                     RuntimeConfig(intra_op_threads=threads)))
 
 

@@ -6,6 +6,7 @@ Usage::
     python benchmarks/run.py --quick --no-gui  # seconds; what CI runs to keep this working
     python benchmarks/run.py --bundle ~/sam3/hf-tracker --only-bundles --no-gui
     python benchmarks/run.py --providers --no-gui  # CPU and every installed device provider
+    python benchmarks/run.py --no-gui --cases text-cold,tiling,propagate-tab  # docs' figures
 
 Every timing is a ratio to a baseline measured in the same run, interleaved repetition by
 repetition (see ``benchmarks/timing.py``); ``docs/performance.md`` explains the cases.
@@ -27,7 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make the ``benchmarks`` package importable
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import cases_engine, cases_memory  # noqa: E402
+from benchmarks import (  # noqa: E402
+    cases_engine,
+    cases_memory,
+    cases_propagate_tab,
+    cases_text_cold,
+    cases_tiling,
+)
 from benchmarks.bundles import (  # noqa: E402
     build_test_bundles,
     make_stack,
@@ -48,6 +55,9 @@ TEXT_LAYOUTS = ("wkentaro-v0.6", "samexporter-0.5", "autognosi-int8", "comicapp-
 PROPAGATION_LAYOUTS = ("pagarcia-tracker", "jax-video", "hf-tracker", "hf-sam3",
                        "hf-sam3-student")
 MEMORY_LAYOUT = "pagarcia-tracker"
+#: Cases that build their own test graphs and give the user guides' figures; run only when
+#: named in ``--cases`` (docs/text-prompts.md, docs/large-images.md, docs/propagation.md).
+DOC_CASES = ("text-cold", "tiling", "propagate-tab")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -70,16 +80,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0,
                    help="onnxruntime intra-op threads (0: onnxruntime decides, as the plugin)")
     p.add_argument("--cases", default=",".join(CASES),
-                   help="comma-separated cases to run (default: all; encode always runs, the "
-                        "others need its embedding). On a full-depth bundle each encode is "
+                   help="comma-separated cases to run (default: all but "
+                        f"{', '.join(DOC_CASES)}; encode always runs with the others, which "
+                        "need its embedding). On a full-depth bundle each encode is "
                         "~50 s here: 'encode,click-engine' at --reps 1 took 3.5 minutes "
                         "(docs/performance.md)")
     p.add_argument("--json", type=Path, help=f"write here instead of {RESULTS}/<host>-<date>")
     p.add_argument("--markdown", type=Path, help="also write the table as markdown here")
     args = p.parse_args(argv)
-    args.cases = sorted({c for c in args.cases.split(",") if c} | {"encode"})
-    if unknown := set(args.cases) - set(CASES):
-        p.error(f"unknown --cases {sorted(unknown)}; choose from {', '.join(CASES)}")
+    named = {c for c in args.cases.split(",") if c}
+    args.cases = sorted(named if named and named <= set(DOC_CASES) else named | {"encode"})
+    if unknown := set(args.cases) - set(CASES) - set(DOC_CASES):
+        p.error(f"unknown --cases {sorted(unknown)}; choose from "
+                f"{', '.join(CASES + DOC_CASES)}")
     quick = args.quick
     args.geometry = "small" if quick else "full"
     args.reps = args.reps or (3 if quick else 15)
@@ -161,6 +174,20 @@ def gui_rows(args, bundles: list[Path]) -> list[Row]:
         return [Row(**r) for r in json.loads(out.read_text())]
 
 
+def doc_rows(args, root: Path, t0: float) -> list[Row]:
+    """The :data:`DOC_CASES` named in ``--cases`` (quick: small sizes, seconds)."""
+    runs = {"text-cold": lambda: cases_text_cold.rows(root, 2 if args.quick else 24,
+                                                      args.quick),
+            "tiling": lambda: cases_tiling.rows(root, args.quick),
+            "propagate-tab": lambda: cases_propagate_tab.rows(root, args.quick)}
+    out: list[Row] = []
+    for case in DOC_CASES:
+        if case in args.cases:
+            print(f"[{time.perf_counter() - t0:6.0f} s] {case}", flush=True)
+            out += runs[case]()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the cases, print the table, write the JSON (and markdown); returns the exit code."""
     args = parse(argv)
@@ -181,10 +208,13 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="sam3-bench-") as tmp:
         folders: list[tuple[str, Path, bool]] = []
-        if not args.only_bundles:
+        if "encode" not in args.cases:  # only the docs' cases: no bundle to encode on
+            pass
+        elif not args.only_bundles:
             built = build_test_bundles(Path(tmp), args.geometry)
             folders += [(name, folder, True) for name, folder in built.items()]
-        folders += [(b.name, b.resolve(), False) for b in args.bundle]
+        if "encode" in args.cases:
+            folders += [(b.name, b.resolve(), False) for b in args.bundle]
         providers = list(provider_sweep(args.providers))
         total = len(providers) * len(folders)
         for i, provider in enumerate(providers):
@@ -197,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                     engine_rows(bundle, stack, args, i == 0, bundle_reps=not test, emit=emit)
                 finally:
                     bundle.adapter.close()
+        for row in doc_rows(args, Path(tmp), t0):
+            emit(row)
         if not args.no_gui and {"click-gui", "responsiveness"} & set(args.cases):
             print(f"[{time.perf_counter() - t0:6.0f} s] GUI cases (child process)", flush=True)
             for row in gui_rows(args, [b.resolve() for b in args.bundle]):

@@ -16,6 +16,7 @@ def _names(viewer):
     return [la.name for la in viewer.layers]
 
 
+@pytest.mark.slow  # > 5 s (six images, one encode each); docs/contributing.md
 def test_six_images_chosen_in_turn_leave_one_set_of_layers(make_widget, qtbot):
     stack, _truth, centre = blob_stack()
     viewer, first, w = make_widget(stack)

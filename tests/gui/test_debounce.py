@@ -10,7 +10,7 @@ from napari_sam3_onnx._napari.clicks.session import DEBOUNCE_MS
 
 from .gui_helpers import blob_stack, settle
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.quiet]
 
 
 def test_leading_prompt_runs_without_waiting_and_followups_wait(make_widget, qtbot):

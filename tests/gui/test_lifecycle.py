@@ -12,6 +12,7 @@ from .gui_helpers import blob_stack, iou, settle
 pytestmark = pytest.mark.gui
 
 
+@pytest.mark.slow  # > 5 s (several images, one encode each); docs/contributing.md
 def test_each_image_gets_its_own_layers(make_widget, qtbot):
     stack, _truth, _centre = blob_stack()
     viewer, first, w = make_widget(stack)

@@ -24,7 +24,7 @@ from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 
 from .gui_helpers import settle
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.quiet]
 
 NZ = 40
 

@@ -170,6 +170,7 @@ def test_new_planes_go_into_the_store_only_when_allowed(
     assert encoder.store.entries("stack") == ["00002"]  # named after the layer
 
 
+@pytest.mark.slow  # > 5 s (a tiled plane's encodes, then a store); docs/contributing.md
 def test_text_tab_tiles_on_the_dock_switch_and_reuses_the_clicks_tiles(
         make_napari_viewer, open_widget, qtbot, toy):
     stack, truth = synthetic_nuclei((1, 620, 1300), n_nuclei=14, seed=3)

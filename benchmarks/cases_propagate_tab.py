@@ -1,11 +1,10 @@
-"""Measure what the Propagate tab costs on the SAM 3-sized memory test graphs.
+"""Case ``propagate-tab``: what the Propagate tab costs on the SAM 3-sized memory test graphs.
 
-Usage: ``python scripts/measure_propagation_widget.py`` (needs the ``onnx`` testing extra; no
-display: the tab's writer works on a napari Labels layer without a viewer).
-
-For pagarcia and jax-video graphs built at SAM 3's geometry (1008 input, 288 masks, 72 grid,
-few channels: :data:`~napari_sam3_onnx.testing.memory.MEMORY_FULL`) and stacks of 20 and 40
-slices, each in a fresh process:
+Run with ``python benchmarks/run.py --no-gui --cases propagate-tab`` (figures in
+docs/propagation.md; no display: the tab's writer works on a napari Labels layer without a
+viewer). For pagarcia and jax-video graphs built at SAM 3's geometry (1008 input, 288 masks,
+72 grid, few channels: :data:`~napari_sam3_onnx.testing.memory.MEMORY_FULL`) and stacks of 20
+and 40 slices, each in a fresh process (``python -m benchmarks.cases_propagate_tab FOLDER N``):
 
 * encode ms per slice (every slice encoded once into an empty cache);
 * propagate ms per slice with every embedding cached: tracking plus the tab's writes into the
@@ -25,13 +24,19 @@ import json
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a module from elsewhere: make ``benchmarks`` importable
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.report import Row  # noqa: E402
+
+CASE = "propagate-tab"
 SHAPE = (256, 320)
 
 
@@ -98,30 +103,29 @@ def one(folder: str, n: int) -> dict:
             "method": res.method}
 
 
-def main() -> None:
-    """Build both bundles at SAM 3's geometry, then measure each length in a fresh process."""
+def rows(root: Path, quick: bool) -> list[Row]:
+    """Both bundles, each length in a fresh process; ``value`` is propagate + write per slice
+    over encode per slice, ``extra`` every figure of :func:`one`."""
     from napari_sam3_onnx.testing.jax_video import build_jax_video
     from napari_sam3_onnx.testing.memory import MEMORY_FULL
     from napari_sam3_onnx.testing.pagarcia import build_pagarcia
 
-    root = Path(tempfile.mkdtemp())
+    out = []
     for name, build in (("pagarcia", build_pagarcia), ("jax-video", build_jax_video)):
-        folder = build(root / name, geometry=MEMORY_FULL)
-        for n in (20, 40):
-            out = subprocess.run([sys.executable, __file__, "--one", str(folder), str(n)],
-                                 check=True, capture_output=True, text=True).stdout
-            m = json.loads(out.strip().splitlines()[-1])
-            print(f"{name:9s} n={n:2d} ({m['method']}): encode {m['encode_ms']:6.1f} ms/slice, "
-                  f"propagate+write {m['track_ms']:6.1f} ms/slice "
-                  f"({m['track_ms'] / m['encode_ms']:.2f} x encode; writes "
-                  f"{m['write_ms']:.1f} ms of it), "
-                  f"{m['calls_per_slice']:.2f} encoder calls/slice, "
-                  f"peak traced {m['traced_mb']:.1f} MB, peak RSS {m['rss_mb']:.0f} MB, "
-                  f"bank peak {m['bank_peak_mb']:.2f} MB")
+        folder = build(root / f"propagate-tab-{name}",
+                       **({} if quick else {"geometry": MEMORY_FULL}))
+        for n in (4,) if quick else (20, 40):
+            proc = subprocess.run([sys.executable, "-m", "benchmarks.cases_propagate_tab",
+                                   str(folder), str(n)], cwd=ROOT, check=True,
+                                  capture_output=True, text=True)
+            m = json.loads(proc.stdout.strip().splitlines()[-1])
+            out.append(Row(CASE, name, geometry="small" if quick else "memory-full",
+                           value=m["track_ms"] / m["encode_ms"], unit="x encode",
+                           note=f"n={n} ({m['method']}): propagate+write "
+                                f"{m['track_ms']:.1f} ms/slice, writes {m['write_ms']:.1f}",
+                           extra=m))
+    return out
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--one":
-        print(json.dumps(one(sys.argv[2], int(sys.argv[3]))))
-    else:
-        main()
+    print(json.dumps(one(sys.argv[1], int(sys.argv[2]))))

@@ -1,21 +1,19 @@
-"""Print the Text tab's cost on SAM 3-sized concept test graphs: stack time vs encode time.
+"""Case ``text-cold``: the Text tab's cost on SAM 3-sized concept test graphs, stack vs encode.
 
-Usage: ``python scripts/measure_text.py [slices]`` (needs the ``onnx`` testing extra). The test
-graphs have SAM 3's geometry (1008 input, 288 masks, 200-query-free 4 x 4 toy detector) but toy
-arithmetic, so the encoder is far cheaper than SAM 3's (16-21 s per slice on 2 CPU threads).
-The ratio ``stack time / (encode time x slices)`` is therefore an upper bound on what the
-search adds on top of encoding: with real weights it moves towards 1.
+Run with ``python benchmarks/run.py --no-gui --cases text-cold`` (figures in
+docs/text-prompts.md). The test graphs have SAM 3's geometry (1008 input, 288 masks, a 4 x 4
+toy detector) but toy arithmetic, so the encoder is far cheaper than SAM 3's (16-21 s per slice
+on 2 CPU threads). The ratio ``stack time / (encode time x slices)`` is therefore an upper bound
+on what the search adds on top of encoding: with real weights it moves towards 1.
 
 For each layout it runs the Text tab's workflow (``api.search.iter_search``, without Qt) over a
-480 x 720 stack whose slices plant different blobs (testing.scenes, upscaled 8x), for "bright" at
-SAM 3's 0.5 floor, cold (every slice encoded) and warm (all slices cached, phrase cached), and
-counts language-encoder runs per run.
+480 x 720 stack whose slices plant different blobs (testing.scenes, upscaled 8x), for "bright"
+at SAM 3's 0.5 floor, cold (every slice encoded) and warm (all slices cached, phrase cached),
+and counts language-encoder runs per run.
 """
 
 from __future__ import annotations
 
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,10 +23,14 @@ from napari_sam3_onnx.api.search import iter_search
 from napari_sam3_onnx.api.workspace import Workspace
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef, refs_along_axis
 from napari_sam3_onnx.models.bundle import open_adapter
-from napari_sam3_onnx.testing.geometry import FULL
+from napari_sam3_onnx.testing.geometry import FULL, SMALL
 from napari_sam3_onnx.testing.scenes import BLOBS, planted_image
 from napari_sam3_onnx.testing.tokenizer import build_text_bundle
 
+from .report import Row
+
+CASE = "text-cold"
+LAYOUTS = ("wkentaro-v0.3", "samexporter")
 PLANTED = ((BLOBS[0], BLOBS[2]), (BLOBS[1], BLOBS[2], BLOBS[0]), (BLOBS[2],), BLOBS)
 
 
@@ -51,9 +53,9 @@ def timed_run(workspace: Workspace, refs: list[SliceRef], concepts: list[str]
     return time.perf_counter() - t0, found
 
 
-def measure(layout: str, folder: Path, slices: int) -> dict:
+def measure(layout: str, folder: Path, slices: int, geometry=FULL) -> dict:
     """Encode-only time per slice, then cold and warm whole-stack runs of the Text workflow."""
-    adapter = open_adapter(build_text_bundle(folder, layout, FULL))
+    adapter = open_adapter(build_text_bundle(folder, layout, geometry))
     workspace = Workspace()
     workspace.attach(adapter, folder)
     texts = workspace.texts
@@ -84,6 +86,7 @@ def measure(layout: str, folder: Path, slices: int) -> dict:
     calls1 = texts.calls
     timed_run(workspace, cold_refs, ["bright", "thing"])
     assert workspace.encoder is not None
+    adapter.close()
     return {"layout": layout, "slices": slices, "encode_s": encode, "cold_s": cold,
             "ratio": cold / (encode * slices), "warm_per_slice_ms": 1e3 * warm / slices,
             "detect_ms": 1e3 * sum(spent) / slices,
@@ -92,25 +95,20 @@ def measure(layout: str, folder: Path, slices: int) -> dict:
             "encoder_calls": workspace.encoder.encoder_calls}
 
 
-def main(argv: list[str]) -> int:
-    """Both concept layouts at SAM 3's geometry."""
-    slices = int(argv[0]) if argv else 24
-    root = Path(tempfile.mkdtemp(prefix="measure-text-"))
-    print(f"{'layout':14} {'slices':>6} {'encode/slice':>12} {'stack (cold)':>12} "
-          f"{'ratio':>6} {'warm/slice':>10} {'detector':>8} {'found':>5} {'lang/run':>8} "
-          f"{'encodes':>7}")
-    for layout in ("wkentaro-v0.3", "samexporter"):
-        m = measure(layout, root / layout, slices)
-        print(f"{m['layout']:14} {m['slices']:6d} {m['encode_s'] * 1e3:10.0f}ms "
-              f"{m['cold_s']:11.2f}s {m['ratio']:6.2f} {m['warm_per_slice_ms']:8.1f}ms "
-              f"{m['detect_ms']:6.1f}ms "
-              f"{m['instances']:5d} {m['lang_calls_cold']:4d}/{m['lang_calls_warm']:<3d} "
-              f"{m['encoder_calls']:7d}")
-    print("warm/slice: a rerun with every slice cached; detector: the part of it in the "
-          "detector graph.\nlang/run: language-encoder runs in a cold run with one phrase / in a "
-          "later run of the same phrase plus a new one, minus the new one's.")
-    return 0
+def rows(root: Path, slices: int, quick: bool) -> list[Row]:
+    """One row per concept layout: the cold stack over encode-only time (``value``, a ratio).
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    ``extra`` holds every figure: ``encode_s``, ``cold_s``, ``warm_per_slice_ms``,
+    ``detect_ms`` (the detector graph's part of the warm run), ``instances``, language-encoder
+    runs in a cold run with one phrase (``lang_calls_cold``) and in a later run of the same
+    phrase plus a new one, minus the new one's (``lang_calls_warm``), and ``encoder_calls``.
+    """
+    geometry = SMALL if quick else FULL
+    out = []
+    for layout in LAYOUTS:
+        m = measure(layout, root / f"text-cold-{layout}", slices, geometry)
+        out.append(Row(CASE, layout, geometry="small" if quick else "full",
+                       value=m["ratio"], unit="x encode",
+                       note=f"{slices} slices of 480x720: stack (cold) / (encode x slices)",
+                       extra=m))
+    return out

@@ -1,15 +1,15 @@
-"""Figures for docs/large-images.md: encode calls per plane and small-object recall with tiling.
+"""Case ``tiling``: encode calls per plane and small-object recall with and without tiles.
 
-Runs on the toy test graphs (84-px input, the SAM 3 geometry scaled by 1/12: 14-px patches on a
-6 x 6 grid, 24 x 24 masks), so the counts of encoder calls are real and the recall numbers show
-the *squeeze* effect, not SAM 3's accuracy. Usage::
-
-    python scripts/measure_tiling.py            # prints Markdown tables
+Run with ``python benchmarks/run.py --no-gui --cases tiling`` (figures in
+docs/large-images.md). Runs on the toy test graphs (84-px input, the SAM 3 geometry scaled by
+1/12: 14-px patches on a 6 x 6 grid, 24 x 24 masks), so the counts of encoder calls are real
+and the recall numbers show the *squeeze* effect, not SAM 3's accuracy. Four groups of rows
+(``extra["table"]``): tiles per plane (grid arithmetic, default settings), clicks on 7-px discs
+by encoding, the squeeze sweep (whole plane), and text search on 14-px squares.
 """
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,7 +28,13 @@ from napari_sam3_onnx.testing.hf_tracker import build_hf_tracker
 from napari_sam3_onnx.testing.tokenizer import write_toy_tokenizer
 from napari_sam3_onnx.testing.wkentaro import build_wkentaro_v03
 
+from .report import Row
+
+CASE = "tiling"
 NO_TILES = TileSettings(threshold=10**9)
+ENCODINGS = (("whole plane (squeezed)", NO_TILES), ("tiles 84 px (1:1)", TileSettings()),
+             ("tiles 126 px (downscale 1.5)", TileSettings(downscale=1.5)),
+             ("tiles 168 px (downscale 2)", TileSettings(downscale=2.0)))
 
 
 def _spread(rng, shape, n, gap, edge=12):
@@ -83,57 +89,71 @@ def text_recall(adapter, texts, shape, side, settings, n=20, seed=1, lattice=Fal
     return found / n, enc.encoder_calls, dt, len(res.instances)
 
 
-def main() -> None:
-    """Build the toy bundles in a temporary folder and print the tables."""
-    tmp = Path(tempfile.mkdtemp())
-    hf = open_adapter(build_hf_tracker(tmp / "hf"))
-    wk_dir = build_wkentaro_v03(tmp / "wk")
-    write_toy_tokenizer(wk_dir)
-    wk = open_adapter(wk_dir)
-    texts = TextCache(wk, ClipTokenizer.from_folder(wk_dir, wk.context_length))
+def _row(table: str, layout: str, value: float, unit: str, note: str, **extra) -> Row:
+    return Row(CASE, layout, geometry="toy-84", value=float(value), unit=unit, note=note,
+               extra={"table": table, **extra})
 
-    print("## Tiles per plane (grid arithmetic, default settings: 1:1 tiles, 1/4 overlap)\n")
-    print("| input | plane | tiles | threshold |")
-    print("|---|---|---|---|")
+
+def grid_rows() -> list[Row]:
+    """Tiles per plane at the default settings (1:1 tiles, 1/4 overlap), grid arithmetic."""
+    out = []
     for s_in, plane in ((1008, (2048, 2048)), (1008, (4096, 4096)), (1008, (10000, 10000)),
                         (84, (600, 900)), (84, (1200, 1800))):
         st = TileSettings()
         n = len(tile_grid(plane, st.side(s_in), st.overlap_px(s_in))) if st.applies(
             plane, s_in) else 1
-        print(f"| {s_in} | {plane[0]} x {plane[1]} | {n} | {st.threshold_px(s_in)} |")
+        out.append(_row("tiles per plane", "-", n, "tiles",
+                        f"input {s_in}, plane {plane[0]}x{plane[1]}",
+                        threshold=st.threshold_px(s_in)))
+    return out
 
-    print("\n## Clicks on the toy SAM head: discs of radius 3 (7 px), 24 per plane\n")
-    print("| plane | encoding | recall | encoder calls |")
-    print("|---|---|---|---|")
-    for shape in ((600, 900), (1200, 1800)):
-        for name, st in (("whole plane (squeezed)", NO_TILES), ("tiles 84 px (1:1)", None),
-                         ("tiles 126 px (downscale 1.5)", TileSettings(downscale=1.5)),
-                         ("tiles 168 px (downscale 2)", TileSettings(downscale=2.0))):
-            rec, calls = click_recall(hf, shape, 3, st or TileSettings())
-            print(f"| {shape[0]} x {shape[1]} | {name} | {rec:.2f} | {calls} |")
 
-    print("\n## Squeeze sweep (whole plane, toy head): where small objects are lost\n")
-    print("| plane rows x cols | squeeze (native px per model px, rows/cols) | disc diameter in "
-          "model px | recall |")
-    print("|---|---|---|---|")
-    for rows in (84, 126, 168, 252, 336, 420):
+def click_rows(hf, quick: bool) -> list[Row]:
+    """Clicks on the toy SAM head: discs of radius 3 (7 px), 24 per plane, by encoding."""
+    out = []
+    shapes = ((600, 900),) if quick else ((600, 900), (1200, 1800))
+    for shape in shapes:
+        for name, st in ENCODINGS[:2] if quick else ENCODINGS:
+            rec, calls = click_recall(hf, shape, 3, st, n=4 if quick else 24)
+            out.append(_row("clicks", "hf-tracker", rec, "recall",
+                            f"{shape[0]}x{shape[1]}, {name}", encoder_calls=calls))
+    if quick:
+        return out
+    for rows in (84, 126, 168, 252, 336, 420):  # the squeeze sweep: whole plane
         shape = (rows, rows * 3 // 2)
         rec, _ = click_recall(hf, shape, 3, NO_TILES, n=min(24, rows * rows // 4000 + 3))
         fr, fc = rows / 84, shape[1] / 84
-        print(f"| {shape[0]} x {shape[1]} | {fr:.1f} / {fc:.1f} | {7 / fr:.1f} x {7 / fc:.1f} | "
-              f"{rec:.2f} |")
+        out.append(_row("squeeze sweep", "hf-tracker", rec, "recall",
+                        f"{shape[0]}x{shape[1]}, squeeze {fr:.1f}/{fc:.1f}, disc "
+                        f"{7 / fr:.1f}x{7 / fc:.1f} model px"))
+    return out
 
-    print("\n## Text search on the toy detector: 14-px squares, 20 per plane\n")
-    print("| plane | placement | encoding | recall | encoder calls | instances | seconds |")
-    print("|---|---|---|---|---|---|---|")
-    for shape in ((336, 525), (672, 1050)):
+
+def text_rows(wk, texts, quick: bool) -> list[Row]:
+    """Text search on the toy detector: 14-px squares, 20 per plane."""
+    out = []
+    for shape in ((336, 525),) if quick else ((336, 525), (672, 1050)):
         for lattice in (True, False):
             for name, st in (("whole plane", NO_TILES), ("tiles 84 px", TileSettings())):
-                rec, calls, dt, k = text_recall(wk, texts, shape, 14, st, lattice=lattice)
+                rec, calls, dt, k = text_recall(wk, texts, shape, 14, st, n=4 if quick else 20,
+                                                lattice=lattice)
                 place = "in query cells" if lattice else "random"
-                print(f"| {shape[0]} x {shape[1]} | {place} | {name} | {rec:.2f} | {calls} | "
-                      f"{k} | {dt:.2f} |")
+                out.append(_row("text", "wkentaro-v0.3", rec, "recall",
+                                f"{shape[0]}x{shape[1]}, {place}, {name}",
+                                encoder_calls=calls, instances=k, seconds=dt))
+    return out
 
 
-if __name__ == "__main__":
-    main()
+def rows(root: Path, quick: bool) -> list[Row]:
+    """Every group's rows (``quick``: one plane size, a few objects, two encodings)."""
+    hf = open_adapter(build_hf_tracker(root / "tiling-hf"))
+    wk_dir = build_wkentaro_v03(root / "tiling-wk")
+    write_toy_tokenizer(wk_dir)
+    wk = open_adapter(wk_dir)
+    try:
+        texts = TextCache(wk, ClipTokenizer.from_folder(
+            wk_dir, wk.concept_detector.context_length))
+        return grid_rows() + click_rows(hf, quick) + text_rows(wk, texts, quick)
+    finally:
+        hf.close()
+        wk.close()
