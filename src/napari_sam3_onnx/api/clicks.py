@@ -4,16 +4,16 @@
 (``iter_<workflow>(workspace, refs, prompts, *, cancelled)``, one :class:`SegmentStep` per
 plane); :func:`segment` is its one-call form on one plane of an array. Underneath,
 :func:`run_job` answers the objects of one plane (the Clicks tab runs it per preview, tagged
-with its generation) and :func:`segment_object` one object; :func:`will_encode`,
-:func:`prefetch` and :func:`neighbours` let a caller show a busy indicator and pre-encode the
-planes around the current one. No Qt here: the widget runs these functions in napari's thread
-pool (``_napari.workers.start``).
+with its generation) and :func:`segment_object` one object; :func:`will_encode` lets a caller
+show a busy indicator (planes are encoded ahead by
+:class:`~napari_sam3_onnx.engine.encode_ahead.EncodeAhead`). No Qt here: the widget runs
+these functions in napari's thread pool (``_napari.workers.start``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -141,29 +141,6 @@ def will_encode(encoder: SliceEncoder, job: Job) -> bool:
         refs = [first_tile(encoder.adapter, job.ref, p, tiling) for _, p in job.objects]
     need = clicks_need(encoder)
     return any(encoder.key(r, need) not in encoder.cache for r in refs)
-
-
-def prefetch(encoder: SliceEncoder, refs: Sequence[SliceRef]) -> int:
-    """Encode planes that are not cached yet (idle pre-encoding); returns how many were new."""
-    done, need = 0, clicks_need(encoder)
-    for ref in refs:
-        if encoder.key(ref, need) not in encoder.cache:
-            encoder.embed(ref, need)  # waits, without encoding again, if another job has it
-            done += 1
-    return done
-
-
-def neighbours(ref: SliceRef, shape: Sequence[int]) -> list[SliceRef]:
-    """The planes one step before and after ``ref`` along its last leading axis (z)."""
-    if not ref.index:
-        return []
-    axis = len(ref.index) - 1
-    out = []
-    for step in (1, -1):
-        k = ref.index[axis] + step
-        if 0 <= k < shape[axis]:
-            out.append(replace(ref, index=(*ref.index[:axis], k)))
-    return out
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,8 @@ def scratch_labels(near: Path, shape: Sequence[int], dtype=np.int32):
 
     For runs that write their planes out of order (propagation walks both ways from its seeds):
     the labels live on disk while the run fills them, so no command holds a whole labels stack
-    in memory, and :func:`~.output.write_labels` then streams them to ``--out`` plane by plane.
+    in memory, and :func:`~napari_sam3_onnx.api.labels_files.write_labels` then streams them
+    to ``--out`` plane by plane.
     The folder sits beside the output (same file system, not a memory-backed ``/tmp``) and has
     a name of its own; nothing the user named is touched.
     """
