@@ -34,7 +34,7 @@ from .atomic import (
     remove_ours,
     replace_into,
 )
-from .ngff import is_ngff_output, write_ngff_labels
+from .ngff import CHUNK, is_ngff_output, write_ngff_labels
 from .provenance import ATTR, Provenance, sidecar
 
 #: Endings of a labels file name (``.ome.zarr`` ends in ``.zarr``).
@@ -270,10 +270,17 @@ def _write_array(tmp: Path, name: str, shape: tuple[int, ...], planes: Iterable[
         return
     import zarr
 
+    # Chunks of at most CHUNK x CHUNK pixels, written one band of chunk rows at a time: zarr
+    # copies what it is given and encodes each chunk through temporary buffers, so one
+    # whole-plane chunk of a 2048^2 plane held about four planes at once.
+    rows, cols = shape[-2:]
     array = zarr.create_array(str(tmp), shape=shape, dtype="int32", overwrite=True,
-                              chunks=(*([1] * (len(shape) - 2)), *shape[-2:]))
+                              chunks=(*([1] * (len(shape) - 2)), min(rows, CHUNK),
+                                      min(cols, CHUNK)))
     for index, plane in zip(lead, planes, strict=True):
-        array[index] = plane
+        for top in range(0, rows, CHUNK):
+            array[(*index, slice(top, top + CHUNK))] = plane[top:top + CHUNK]
+        del plane  # not held while the next plane is made
     if provenance is not None:
         array.attrs[ATTR] = provenance.to_dict()
 
