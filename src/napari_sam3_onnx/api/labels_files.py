@@ -91,6 +91,7 @@ def _tiles(planes: Iterable[np.ndarray], shape: tuple[int, ...]) -> Iterator[np.
         for r in range(0, rows, TIFF_TILE):
             for c in range(0, cols, TIFF_TILE):
                 yield plane[r:r + TIFF_TILE, c:c + TIFF_TILE]
+        del plane  # not held while the next plane is made
     expected = int(np.prod(shape[:-2], dtype=np.int64))
     if n != expected:
         raise ValueError(f"{n} label planes for a stack of {expected}")
