@@ -126,6 +126,13 @@ def test_bf16_embeddings_are_never_taken_for_fp32_ones(tmp_path):
     from napari_sam3_onnx.engine.store.lookup import open_lookup_encoder
 
     folder = api.open_bundle("toy", root=tmp_path).folder
+    # bf16 for a store's (workflow-less) embeddings only where every workflow passed bf16
+    assert api.open_bundle(folder, providers="OpenVINO CPU bf16").tag.identity == \
+        api.open_bundle(folder, providers="cpu").tag.identity  # no verdicts: f32
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["openvino_bf16"] = {"graphs": {}, "workflows": dict.fromkeys(
+        ("clicks", "text", "exemplars", "propagation", "automatic"), True)}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
     tags = {device: api.open_bundle(folder, providers=device).tag.identity
             for device in ("cpu", "OpenVINO CPU", "OpenVINO CPU bf16")}
     assert tags["cpu"] == tags["OpenVINO CPU"]  # f32 through OpenVINO: fp32's embeddings

@@ -141,4 +141,10 @@ def test_the_model_section_names_the_workflows_the_gate_failed(tmp_path):
             in note)
     passing = _gated_bundle(tmp_path / "b", dict.fromkeys(VERDICTS, True))
     assert "Decision gate" not in cpu_path_notes(passing, "cpu")
+    # no bf16 verdicts recorded: the bf16 device runs f32 and says so (not "not exact")
+    bf16 = cpu_path_notes(passing, "OpenVINO CPU bf16")
+    assert "every workflow runs f32" in bf16 and "not exact" not in bf16
+    manifest = json.loads((passing / "manifest.json").read_text())
+    manifest["openvino_bf16"] = {"workflows": dict.fromkeys(VERDICTS, True), "graphs": {}}
+    (passing / "manifest.json").write_text(json.dumps(manifest))
     assert "not exact" in cpu_path_notes(passing, "OpenVINO CPU bf16")

@@ -80,6 +80,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     caps = ", ".join(sorted(c.value for c in adapter.capabilities))
     print(f"capabilities: {caps}")
     _print_cpu_path(Path(args.folder))
+    _print_bf16(Path(args.folder), getattr(adapter, "routes_bf16", False))
     found = adapter.assumptions()
     if found:
         print("assumptions (value  [source]):")
@@ -122,6 +123,29 @@ def _print_cpu_path(folder: Path) -> None:
     print("decision gate against fp32, per workflow:")
     for key, name in WORKFLOW_WORDS:
         print(f"  {name:<17} {words[verdicts[key]]}")
+
+
+def _print_bf16(folder: Path, per_workflow: bool) -> None:
+    """What the "OpenVINO CPU bf16" device computes in bf16 for each workflow, and why."""
+    from ..models.workflow_precision import WORKFLOWS, read_bf16
+
+    grants = read_bf16(folder)
+    if grants.verdicts is None:
+        print(f"OpenVINO CPU bf16: {grants.note()}")
+        return
+    if not per_workflow and not grants.workflow_bf16(None):
+        print("OpenVINO CPU bf16: this layout runs one arithmetic for all workflows and not "
+              "every bf16 verdict passed: every workflow runs f32")
+        return
+    words = {True: "bf16 gate passed", False: "bf16 gate failed", None: "bf16 not gated"}
+    print("OpenVINO CPU bf16 per workflow (the image encoder, and propagation's memory "
+          "attention; other graphs f32):")
+    for key, name in WORKFLOWS:
+        arithmetic = "bf16" if grants.workflow_bf16(key) else "f32"
+        print(f"  {name:<17} {arithmetic:<5} ({words[grants.verdicts.get(key)]})")
+    if any(grants.workflow_bf16(k) for k, _ in WORKFLOWS) and not grants.workflow_bf16(None):
+        print("note: a plane used by workflows of both arithmetics is encoded once in each; "
+              "an embedding store runs f32")
 
 
 def _print_plan(plan, verdicts: dict | None) -> None:
@@ -188,7 +212,9 @@ def _openvino_line() -> str:
     if version is None:
         return "installed but cannot be imported (reinstall it)"
     devices = openvino_devices()
-    bf16 = "" if len(devices) > 1 else "; no bf16 (the CPU has neither AVX512_BF16 nor AMX)"
+    bf16 = ("; bf16 runs only the workflows a bundle's bf16 gate verdicts pass (inspect "
+            "shows them), f32 elsewhere" if len(devices) > 1
+            else "; no bf16 (the CPU has neither AVX512_BF16 nor AMX)")
     return f"{version}; devices: {', '.join(devices)}{bf16}"
 
 

@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..models.workflow_precision import KEY, read_plan
+from ..models.workflow_precision import BF16_KEY, KEY, read_plan
 from .manifest import read_manifest, write_manifest
 
 
@@ -54,7 +54,7 @@ def fp32_files(bundle: Path) -> tuple[dict, list[str]]:
                                         for f in plan.files(role)[1:]}
     files = [n for n in manifest["files"] if n not in extra]
     fp32 = {k: v for k, v in manifest.items()
-            if k not in (KEY, "decision_gate", "int8", "int8_search")}
+            if k not in (KEY, BF16_KEY, "decision_gate", "int8", "int8_search")}
     fp32.update(precision="fp32", files={n: manifest["files"][n] for n in files})
     return fp32, files
 

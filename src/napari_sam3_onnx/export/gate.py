@@ -24,9 +24,14 @@ decisions: the encoder features, click logits, detection scores and masks, track
 
 Needs ``onnxruntime`` and the plugin's engine only (no torch).
 Usage: ``python -m napari_sam3_onnx.export.gate FP32_BUNDLE VARIANT [VARIANT ...] [--json OUT]
-[--reference-cache FILE]`` (fp32 decisions made once - and, with ``--reference-cache``, kept in
-FILE for later runs, keyed by the fp32 manifest's file digests; exit 1 when a variant fails;
-variants are never changed).
+[--reference-cache FILE] [--device DEVICE [--record]]`` (fp32 decisions made once - and, with
+``--reference-cache``, kept in FILE for later runs, keyed by the fp32 manifest's file
+digests; exit 1 when a variant fails; variants are never changed, except by ``--record``).
+
+OpenVINO's bf16 (``--device "OpenVINO CPU bf16"``, the fp32 bundle named as its own variant)
+is judged per workflow the same way; ``--record`` writes those verdicts into the variant's
+manifest (``openvino_bf16``), and the plugin's bf16 device then computes in bf16 only for the
+workflows that passed (:class:`~napari_sam3_onnx.models.workflow_precision.Bf16Grants`).
 """
 
 from __future__ import annotations
@@ -86,7 +91,9 @@ def decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: str = 
 
     ``stages``: which of :data:`STAGES` to run (the encoder features are always there);
     ``device``: what runs the graphs (``"auto"``: onnxruntime's best provider;
-    ``"OpenVINO CPU bf16"`` gates OpenVINO's bf16 arithmetic on the fp32 graphs themselves).
+    ``"OpenVINO CPU bf16"`` gates OpenVINO's bf16 arithmetic on the bundle's own graphs: the
+    image encoder of every workflow and propagation's memory attention in bf16, the other
+    graphs f32, as the plugin runs a workflow whose bf16 verdict passed).
     """
     out: dict = {}
     for _stage, partial in iter_decisions(folder, stages, device):
@@ -111,7 +118,9 @@ def iter_decisions(folder: Path | str, stages: Sequence[str] = STAGES, device: s
     from .scenes import test_image
 
     folder = Path(folder)
-    adapter = open_adapter(folder, RuntimeConfig(providers=device))
+    # bf16 everywhere: the gate judges OpenVINO's bf16 for every workflow, whatever verdicts
+    # the bundle already records (the plugin then runs it only where they pass)
+    adapter = open_adapter(folder, RuntimeConfig(providers=device, bf16_everywhere=True))
     try:
         img = test_image(0)
         emb = adapter.encode(img)
@@ -327,6 +336,34 @@ def cached_decisions(fp32: Path, cache: Path | None) -> dict:
     return out
 
 
+def record_bf16(folder: Path | str, result: dict) -> Path:
+    """Write ``result``'s per-workflow bf16 verdicts into ``folder``'s ``manifest.json``.
+
+    Only the record (:data:`~..models.workflow_precision.BF16_KEY`) is added or replaced; the
+    listed file digests are not re-measured. The manifest is a file an adapter reads, so an
+    embedding store made with the bundle before is not taken for it afterwards (its identity
+    is the bundle's files' content). Returns the manifest's path.
+    """
+    from ..models.openvino_runtime import openvino_version
+    from ..models.workflow_precision import BF16_KEY, bf16_record
+    from .manifest import MANIFEST, read_manifest, write_manifest
+
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    manifest[BF16_KEY] = bf16_record(_plain(result), manifest, openvino_version())
+    write_manifest(folder, manifest, rehash=False)
+    return folder / MANIFEST
+
+
+def _plain(value):
+    """``value`` with numpy scalars as Python numbers (for JSON)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: gate existing variants against their fp32 bundle, print the results."""
     p = argparse.ArgumentParser(prog="python -m napari_sam3_onnx.export.gate")
@@ -339,12 +376,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "variant to gate OpenVINO's bf16 arithmetic per workflow)")
     p.add_argument("--reference-cache", type=Path, default=None,
                    help="keep the fp32 decisions in this file (.npz) for later runs")
+    p.add_argument("--record", action="store_true",
+                   help="with --device 'OpenVINO CPU bf16': write each variant's per-workflow "
+                        "bf16 verdicts into its manifest.json (key openvino_bf16); the plugin "
+                        "then runs bf16 for the workflows that pass and f32 for the others")
     args = p.parse_args(argv)
+    from ..models.openvino_runtime import openvino_precision
     from .decision_cache import check_writable
     from .manifest import write_atomically
 
     if problem := check_writable(args.reference_cache):
         p.error(problem)
+    if args.record and openvino_precision(args.device) != "bf16":
+        p.error("--record writes bf16 verdicts: use it with --device 'OpenVINO CPU bf16' "
+                "(int8 verdicts are recorded by the exporter)")
     reference = cached_decisions(args.fp32, args.reference_cache)
     results = {}
     for variant in args.variants:
@@ -353,6 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "checks": r["checks"], "workflows": r["workflows"]}), flush=True)
         if args.json is not None:
             write_atomically(args.json, (json.dumps(results, indent=2) + "\n").encode())
+        if args.record:
+            print(f"recorded in {record_bf16(variant, r)}", flush=True)
     return 0 if all(r["passed"] for r in results.values()) else 1
 
 

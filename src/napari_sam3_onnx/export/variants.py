@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..models.workflow_precision import BF16_KEY
 from .manifest import read_manifest, write_manifest
 
 DEFAULT_GRAPHS = ("image_encoder", "language_encoder")
@@ -63,6 +64,7 @@ def to_fp16(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
 
     src, dst = Path(src), Path(dst)
     manifest = read_manifest(src)
+    manifest.pop(BF16_KEY, None)  # bf16 verdicts judged the source's graphs, not these
     dst.mkdir(parents=True, exist_ok=True)
     converted = {manifest["graphs"][r] for r in graphs}
     for name in manifest["files"]:
@@ -102,6 +104,7 @@ def to_int8(src: Path | str, dst: Path | str, graphs: Sequence[str] = DEFAULT_GR
     from .quantize import DEFAULT_EXCLUDE, quantize_graph
     src, dst = Path(src), Path(dst)
     manifest = read_manifest(src)
+    manifest.pop(BF16_KEY, None)  # bf16 verdicts judged the source's graphs, not these
     dst.mkdir(parents=True, exist_ok=True)
     converted = {manifest["graphs"][r]: r for r in graphs}
     methods = {r: method if isinstance(method, str) else method[r] for r in graphs}

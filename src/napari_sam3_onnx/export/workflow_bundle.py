@@ -27,7 +27,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..models.workflow_precision import KEY, ROLES, WORKFLOWS
+from ..models.workflow_precision import BF16_KEY, KEY, ROLES, WORKFLOWS
 from .manifest import read_manifest, write_manifest
 
 #: The converted roles each workflow runs (the others stay fp32 for it).
@@ -107,6 +107,7 @@ def compose(fp32: Path | str, variant: Path | str, verdicts: Mapping[str, bool |
         routes[key] = {"precision": "int8" if granted[key] else "fp32",
                        "graphs": {r: int8_files[r] if granted[key] and r in int8_files
                                   else base["graphs"][r] for r in roles}}
+    base.pop(BF16_KEY, None)  # bf16 verdicts judged the fp32 graphs alone, not this bundle
     manifest = {**base, "files": files, KEY: routes,
                 "int8": converted_record.get("int8"),
                 "precision": precision_words(granted, converted_record)}

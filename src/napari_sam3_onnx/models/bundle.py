@@ -15,6 +15,7 @@ from .base import SamAdapter
 from .errors import ModelFileMissingError, ModelFileUnreadableError, UnknownLayoutError
 from .graph_info import GraphSignature, read_signature
 from .runtime import RuntimeConfig
+from .workflow_precision import read_bf16
 
 
 def read_folder(folder: Path | str) -> dict[str, GraphSignature]:
@@ -89,4 +90,10 @@ def open_adapter(folder: Path | str, config: RuntimeConfig | None = None) -> Sam
         what it can do.
     """
     adapter_cls, roles = recognise(folder)
-    return adapter_cls(roles, config or RuntimeConfig())
+    config = config or RuntimeConfig()
+    if config.openvino == "bf16" and not getattr(adapter_cls, "routes_bf16", False) and \
+            not read_bf16(folder, config.bf16_everywhere).workflow_bf16(None):
+        # a layout that cannot choose bf16 per workflow runs it for all or none: bf16 only
+        # when its manifest's bf16 verdicts pass every workflow (or the gate judges bf16)
+        config = config.exact()
+    return adapter_cls(roles, config)

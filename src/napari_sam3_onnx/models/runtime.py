@@ -17,7 +17,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,13 @@ import onnxruntime as ort
 
 from .errors import CorruptModelError
 from .graph_info import GraphSignature, check_external_data, read_signature
-from .openvino_runtime import CACHE_SUBDIR, OpenVinoSession, device_name, openvino_precision
+from .openvino_runtime import (
+    CACHE_SUBDIR,
+    OPENVINO_F32,
+    OpenVinoSession,
+    device_name,
+    openvino_precision,
+)
 from .preempt import CancelToken, current_token
 
 log = logging.getLogger(__name__)
@@ -57,11 +63,17 @@ def device_label(request: str | Sequence[str] = "auto") -> str:
 
 
 def approximate_arithmetic(adapter: object) -> str | None:
-    """``"bf16"`` if any graph session of ``adapter`` asks OpenVINO for bf16, else None.
+    """``"bf16"`` if a workflow-less encode computes in OpenVINO's bf16, else None.
 
-    Embeddings computed that way are not fp32's: embedding stores key them apart
-    (:meth:`~napari_sam3_onnx.engine.store.keys.BundleTag.for_folder`).
+    A workflow-less encode is an embedding store's or a precompute's. Embeddings computed
+    that way are not fp32's: embedding stores key them apart
+    (:meth:`~napari_sam3_onnx.engine.store.keys.BundleTag.for_folder`). An adapter that
+    routes bf16 per workflow says it itself (``store_arithmetic()``); for the others any
+    graph session that asks OpenVINO for bf16 counts.
     """
+    own = getattr(adapter, "store_arithmetic", None)
+    if callable(own):
+        return own()
     for value in vars(adapter).values():
         if isinstance(value, LazySession) and value.config.openvino == "bf16":
             return "bf16"
@@ -124,6 +136,12 @@ class RuntimeConfig:
         Lower it if a tracker graph misbehaves after ORT's fusions (reported on CPU).
     cache_dir : Path, optional
         Where OpenVINO caches compiled graphs (default: ``openvino-cache`` in the data folder).
+    bf16_everywhere : bool
+        With ``"OpenVINO CPU bf16"``: every workflow's image encoder (and propagation's memory
+        attention) in bf16, whatever the bundle's bf16 gate verdicts. The decision gate's mode
+        (it judges bf16); the plugin leaves it off, so a workflow computes in bf16 only where
+        the bundle's manifest records a passing bf16 verdict for it
+        (:class:`~.workflow_precision.Bf16Grants`).
     """
 
     providers: str | tuple[str, ...] = "auto"
@@ -131,11 +149,16 @@ class RuntimeConfig:
     cpu_mem_arena: bool = False
     graph_optimization: str = "all"
     cache_dir: Path | None = None
+    bf16_everywhere: bool = False
 
     @property
     def openvino(self) -> str | None:
         """The OpenVINO inference precision (``"f32"``, ``"bf16"``), None for onnxruntime."""
         return openvino_precision(self.providers)
+
+    def exact(self) -> RuntimeConfig:
+        """The same config with OpenVINO's f32 instead of bf16 (itself when it is not bf16)."""
+        return replace(self, providers=OPENVINO_F32) if self.openvino == "bf16" else self
 
     def openvino_cache(self) -> Path:
         """The compiled-model cache folder (:attr:`cache_dir` or the data folder's)."""

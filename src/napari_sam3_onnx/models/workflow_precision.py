@@ -184,3 +184,129 @@ def read_plan(folder: Path | str) -> WorkflowPlan | None:
     except (OSError, ValueError):
         return None
     return plan_from_manifest(folder, manifest) if isinstance(manifest, dict) else None
+
+
+# ---- OpenVINO bf16, per workflow ------------------------------------------------------------
+#: The manifest key of the bf16 gate verdicts (``python -m napari_sam3_onnx.export.gate FP32
+#: BUNDLE --device "OpenVINO CPU bf16" --record`` writes it into BUNDLE's manifest).
+BF16_KEY = "openvino_bf16"
+#: The roles that compute in bf16 for a workflow whose bf16 verdict passed; every other graph
+#: (prompt decoder, language encoder, detector, memory encoder) runs f32 on that device, in the
+#: gate as in the plugin, so what was judged is what runs.
+BF16_ROLES = {"clicks": ("image_encoder",), "text": ("image_encoder",),
+              "exemplars": ("image_encoder",), "automatic": ("image_encoder",),
+              "propagation": ("image_encoder", "memory_attention")}
+#: How to record the verdicts (said where none are recorded).
+BF16_RECORD_HINT = ('python -m napari_sam3_onnx.export.gate BUNDLE BUNDLE '
+                    '--device "OpenVINO CPU bf16" --record')
+
+
+@dataclass(frozen=True)
+class Bf16Grants:
+    """Which workflows compute in bf16 on the ``"OpenVINO CPU bf16"`` device.
+
+    Attributes
+    ----------
+    verdicts : dict of str to bool or None, or None
+        Workflow key -> the bf16 gate verdict the manifest records (None: no record, or one
+        made for other graph files: see ``stale``).
+    everywhere : bool
+        Every workflow in bf16 whatever the verdicts (the gate's own mode: it judges bf16).
+    stale : str
+        Why a record in the manifest was not used ("" when none was ignored).
+    """
+
+    verdicts: dict[str, bool | None] | None
+    everywhere: bool = False
+    stale: str = ""
+
+    def workflow_bf16(self, workflow: str | None) -> bool:
+        """Whether ``workflow`` (a key of :data:`WORKFLOWS`) computes in bf16.
+
+        None is a request without a workflow (an embedding store's); it runs bf16 only when
+        every workflow passed: a store's embeddings serve them all.
+        """
+        if self.everywhere:
+            return True
+        if self.verdicts is None:
+            return False
+        if workflow is None:
+            return all(self.verdicts.get(k) is True for k, _ in WORKFLOWS)
+        return self.verdicts.get(workflow) is True
+
+    def runs_bf16(self, need: Capability | None) -> bool:
+        """:meth:`workflow_bf16` of the workflow behind an encoder request ``need``."""
+        workflow = None if need is None else WORKFLOW_OF.get(need)
+        if need is not None and workflow is None:
+            return self.everywhere
+        return self.workflow_bf16(workflow)
+
+    def words(self) -> str:
+        """``"bf16: text, propagation, automatic; f32: clicks and boxes, exemplars"``."""
+        if self.everywhere:
+            return "bf16: every workflow (judged, not granted)"
+        on = [w for k, w in WORKFLOWS if self.workflow_bf16(k)]
+        off = [w for k, w in WORKFLOWS if not self.workflow_bf16(k)]
+        return "; ".join(([f"bf16: {', '.join(on)}"] if on else [])
+                         + ([f"f32: {', '.join(off)}"] if off else []))
+
+    def note(self) -> str:
+        """What the model line and ``inspect`` say about the bf16 device for this bundle."""
+        if self.everywhere:
+            return self.words()
+        if self.verdicts is None:
+            why = self.stale or "this bundle's manifest records no bf16 gate verdicts"
+            return (f"{why}, so every workflow runs f32 (exact, as OpenVINO CPU); record "
+                    f"them with: {BF16_RECORD_HINT}")
+        text = f"precision per workflow on OpenVINO CPU bf16 (bf16 gate): {self.words()}"
+        if any(self.workflow_bf16(k) for k, _ in WORKFLOWS) and not self.workflow_bf16(None):
+            text += ("; a plane used by workflows of both kinds is encoded once in each "
+                     "arithmetic (both embeddings cached), and an embedding store is f32")
+        return text
+
+
+def _graph_digests(manifest: dict) -> dict[str, str | None]:
+    """``{graph file: sha256}`` of the ``.onnx`` files the manifest lists (None: no digest)."""
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        return {}
+    return {n: (f.get("sha256") if isinstance(f, dict) else None)
+            for n, f in files.items() if str(n).endswith(".onnx")}
+
+
+def bf16_record(result: dict, manifest: dict, openvino: str | None) -> dict:
+    """The manifest record of one bf16 gate ``result`` (:func:`~..export.gate.compare`'s).
+
+    It holds the per-workflow verdicts, the summary, the thresholds, the OpenVINO version and
+    the digests of the graph files the manifest lists: a record made for other files (a
+    re-export into the same folder) is not used (:func:`read_bf16`).
+    """
+    return {"device": "OpenVINO CPU bf16", "openvino": openvino,
+            "workflows": {k: result["workflows"].get(k) for k, _ in WORKFLOWS},
+            "summary": result.get("summary", {}), "gates": result.get("gates", {}),
+            "graphs": _graph_digests(manifest)}
+
+
+def bf16_from_manifest(manifest: dict, everywhere: bool = False) -> Bf16Grants:
+    """The bf16 grants a parsed ``manifest`` records (no record: f32 for every workflow)."""
+    record = manifest.get(BF16_KEY) if isinstance(manifest, dict) else None
+    if everywhere or not isinstance(record, dict):
+        return Bf16Grants(None, everywhere)
+    workflows = record.get("workflows")
+    if not isinstance(workflows, dict):
+        return Bf16Grants(None, stale=f"its {BF16_KEY} record is malformed")
+    recorded = record.get("graphs") if isinstance(record.get("graphs"), dict) else {}
+    if recorded != _graph_digests(manifest):
+        return Bf16Grants(None, stale=f"its {BF16_KEY} verdicts were recorded for other graph "
+                                      "files than the manifest lists now")
+    return Bf16Grants({k: None if workflows.get(k) is None else bool(workflows[k])
+                       for k, _ in WORKFLOWS})
+
+
+def read_bf16(folder: Path | str, everywhere: bool = False) -> Bf16Grants:
+    """The bf16 grants of the bundle in ``folder`` (no manifest or record: none granted)."""
+    try:
+        manifest = json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    return bf16_from_manifest(manifest if isinstance(manifest, dict) else {}, everywhere)

@@ -21,6 +21,7 @@ from napari_sam3_onnx.models.errors import Sam3OnnxError
 from napari_sam3_onnx.models.gate_verdicts import verdict_words, workflow_verdicts
 from napari_sam3_onnx.models.openvino_runtime import openvino_precision
 from napari_sam3_onnx.models.registry import home_dir
+from napari_sam3_onnx.models.workflow_precision import WORKFLOWS, read_bf16
 
 TOY_NOTE = ("TOY TEST MODEL: tiny hand-written graphs that outline bright blobs, so every tab "
             "can be tried on the sample. It is not SAM 3; load real SAM 3 weights for real work.")
@@ -61,10 +62,11 @@ def bundle_precision(folder: Path) -> str | None:
     return spec.precision if spec is not None else None
 
 
-def cpu_path_notes(folder: Path, device: str) -> str:
-    """Warnings for the CPU path: an int8 format slow or inexact on this CPU, bf16's error.
+def cpu_path_notes(folder: Path, device: str, per_workflow: bool = True) -> str:
+    """Warnings for the CPU path: an int8 format slow or inexact on this CPU, what bf16 runs.
 
     ``""`` when there is nothing to say; otherwise HTML lines for the model section.
+    ``per_workflow``: as in :func:`bf16_notes`.
     """
     notes = []
     if device not in ("cuda", "tensorrt", "coreml", "dml", "directml"):
@@ -81,9 +83,28 @@ def cpu_path_notes(folder: Path, device: str) -> str:
                      "workflows it fails (or did not run), fp32's answers may differ: use the "
                      "fp32 bundle for them.")
     if openvino_precision(device) == "bf16":
+        notes.extend(bf16_notes(folder, per_workflow))
+    return "".join(f"<br>{n}" for n in notes)
+
+
+def bf16_notes(folder: Path, per_workflow: bool = True) -> list[str]:
+    """What the bf16 device does with this bundle: which workflows compute in bf16, and why.
+
+    ``per_workflow``: the layout chooses bf16 per workflow (this project's ``nso-sam3``);
+    others run it for every workflow or none (:func:`~napari_sam3_onnx.models.bundle.
+    open_adapter`).
+    """
+    grants = read_bf16(folder)
+    if not per_workflow and grants.verdicts is not None and not grants.workflow_bf16(None):
+        return [html.escape(f"OpenVINO CPU bf16: {grants.words()} by the bf16 gate, but this "
+                            "layout runs one arithmetic for all workflows: every workflow "
+                            "runs f32 (exact, as OpenVINO CPU).")]
+    notes = [html.escape(f"OpenVINO CPU bf16: {grants.note()}.")]
+    if grants.workflow_bf16(None) or (per_workflow and any(
+            grants.workflow_bf16(k) for k, _ in WORKFLOWS)):
         notes.append("bf16 arithmetic: faster, not exact (about 1.5 % feature error measured "
                      "on SAM 3); choose OpenVINO CPU for fp32's answers.")
-    return "".join(f"<br>{n}" for n in notes)
+    return notes
 
 
 def bundle_name(folder: Path, toy: bool = False) -> str:

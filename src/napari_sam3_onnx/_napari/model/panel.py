@@ -250,7 +250,8 @@ class ModelPanel(QWidget):
         self.folder.setToolTip(str(folder.resolve()))
         device = self.device.currentText()
         line = model_line(adapter, bundle_precision(folder), [device_label(device)], self.toy)
-        self._line = f"{line}{capability_note(adapter, self.toy)}{cpu_path_notes(folder, device)}"
+        notes = cpu_path_notes(folder, device, getattr(adapter, "routes_bf16", False))
+        self._line = f"{line}{capability_note(adapter, self.toy)}{notes}"
         (self._hand_on if opened is not None else self._changed)()
         return adapter
 

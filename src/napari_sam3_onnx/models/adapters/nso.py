@@ -41,7 +41,7 @@ from ..files import read_json, read_npz
 from ..graph_info import GraphSignature
 from ..runtime import LazySession, RuntimeConfig
 from ..values import Capability
-from ..workflow_precision import WorkflowPlan, WorkflowPlanError, read_plan
+from ..workflow_precision import Bf16Grants, WorkflowPlan, WorkflowPlanError, read_bf16, read_plan
 from . import _assumptions as asm
 from . import _memory as mem
 from . import _tracker_util as tu
@@ -90,6 +90,8 @@ class NsoAdapter(SamAdapter):
     """Clicks, boxes, text, exemplars and memory with the ``nso-sam3`` bundle."""
 
     layout = "nso-sam3"
+    #: bf16 is chosen per workflow here (:class:`Bf16Grants`), not for the whole bundle.
+    routes_bf16 = True
 
     @classmethod
     def match(cls, graphs: Mapping[str, GraphSignature]) -> dict[str, GraphSignature] | None:
@@ -103,13 +105,24 @@ class NsoAdapter(SamAdapter):
         enc, dec = graphs["encoder"], graphs["decoder"]
         self.plan = _plan(enc.path.parent)
         folder = enc.path.parent
+        #: On "OpenVINO CPU bf16": which workflows compute in bf16 (None on other devices).
+        self.bf16: Bf16Grants | None = None if config.openvino != "bf16" else read_bf16(
+            folder, config.bf16_everywhere)
+        self._device = config.providers
+        exact = config.exact()  # every graph bf16 does not route runs OpenVINO's f32
         # a per-workflow bundle: the default (fp32) encoder is the manifest's, not the file
         # that sorts first; the others run for the workflows the manifest grants them
         enc_path = folder / self.plan.default["image_encoder"] if self.plan else enc.path
-        self.encoder = LazySession(enc_path, config)
-        self._encoders: dict[str, LazySession] = {} if self.plan is None else {
-            name: LazySession(folder / name, config)
-            for name in self.plan.files("image_encoder")[1:]}
+        self._default_file = enc_path.name
+        names = self.plan.files("image_encoder") if self.plan else [enc_path.name]
+        #: (encoder file, bf16?) -> its session (compiled on first use only)
+        self._sessions = {(n, False): LazySession(folder / n, exact) for n in names}
+        if self.bf16 is not None:
+            self._sessions.update({(n, True): LazySession(folder / n, config) for n in names})
+        self.encoder = self._sessions[(enc_path.name, self._bf16(None))]
+        self._encoders: dict[str, LazySession] = {n: self._sessions[(n, False)]
+                                                  for n in names[1:]}
+        config = exact
         # The decoder runs many times on same-shaped feeds: onnxruntime's CPU arena reuses its
         # buffers (without it a batch of 16 clicks cost 3x more per click, fresh pages every
         # call); the encoder keeps the config's choice (its arena raised the peak, not the speed).
@@ -148,7 +161,9 @@ class NsoAdapter(SamAdapter):
             if self.plan is not None and (name := self.plan.file_for(
                     Capability.MEMORY, "memory_attention")):
                 att = folder / name  # memory attention serves propagation alone
-            self.memory_attention = LazySession(att, config)
+            self.memory_attention = LazySession(  # bf16 where propagation's verdict passed
+                att, replace(config, providers=self._device) if self._bf16(Capability.MEMORY)
+                else config)
             self._attach_memory(NsoMemory(self.memory_encoder, self.memory_attention,
                                           self._settings, self._maskmem_pos, self._mask_size,
                                           self._channels))  # memory
@@ -225,16 +240,36 @@ class NsoAdapter(SamAdapter):
 
     @override
     def encode_for(self, rgb: np.ndarray, need: Capability) -> Embedding:
-        """Encode with the encoder the manifest grants ``need``'s workflow (default: fp32)."""
-        name = self.encoder_variant(need)
-        session = self.encoder if name is None else self._encoders[name]
+        """Encode with the encoder the manifest grants ``need``'s workflow (default: fp32).
+
+        On "OpenVINO CPU bf16" it computes in bf16 where the bundle's bf16 verdict for that
+        workflow passed (:class:`Bf16Grants`), in OpenVINO's f32 otherwise.
+        """
+        session = self._sessions[(self._file(need), self._bf16(need))]
         return encode_image(session, self._input, self.layout, rgb, self._encoder_outputs)
+
+    def _file(self, need: Capability | None) -> str:
+        """The image-encoder file ``need``'s workflow runs."""
+        chosen = None if self.plan is None else self.plan.file_for(need)
+        return chosen or self._default_file
+
+    def _bf16(self, need: Capability | None) -> bool:
+        """Whether ``need``'s workflow computes in bf16 (only on "OpenVINO CPU bf16")."""
+        return self.bf16 is not None and self.bf16.runs_bf16(need)
 
     @override
     def encoder_variant(self, need: Capability | None) -> str | None:
-        return None if self.plan is None else self.plan.variant(need)
+        """The encoder file when it is not the default one, ``"<file>@bf16"`` in bf16."""
+        name = self._file(need)
+        if self._bf16(need):
+            return f"{name}@bf16"
+        return None if name == self._default_file else name
+
+    def store_arithmetic(self) -> str | None:
+        """``"bf16"`` if a request without a workflow (an embedding store's) runs bf16."""
+        return "bf16" if self._bf16(None) else None
 
     @override
     def close(self) -> None:
-        tu.close_all(self.encoder, self.decoder, self.language, self.detector,
-                     self.memory_encoder, self.memory_attention, *self._encoders.values())
+        tu.close_all(self.decoder, self.language, self.detector, self.memory_encoder,
+                     self.memory_attention, *self._sessions.values())
