@@ -165,7 +165,9 @@ class _Routed:
 
     def __init__(self, adapter, img: np.ndarray, default) -> None:
         self.adapter, self.img = adapter, img
-        self.made = {None: default}
+        # keyed like the engine's cache: on the bf16 device every workflow's variant is
+        # "<file>@bf16", the default embedding's too, so it is not encoded twice
+        self.made = {adapter.encoder_variant(None): default}
 
     def __call__(self, need):
         variant = self.adapter.encoder_variant(need)

@@ -22,6 +22,13 @@ knows nothing of this record runs fp32 everywhere. An embedding made by one enco
 never served to a workflow that runs another (:meth:`WorkflowPlan.variant` is part of the cache
 key), so **a plane used by two workflows of different precisions is encoded once per
 precision**. Reading the plan needs no weights and no exporter.
+
+OpenVINO's bf16 arithmetic is chosen per workflow the same way (:class:`Bf16Grants`): the
+gate's bf16 verdicts (``python -m napari_sam3_onnx.export.gate BUNDLE BUNDLE --device
+"OpenVINO CPU bf16" --record``) are kept in the manifest under :data:`BF16_KEY`, and on the
+"OpenVINO CPU bf16" device the image encoder (and propagation's memory attention) compute in
+bf16 only for the workflows whose verdict passed; every other workflow, and every other graph,
+runs OpenVINO's f32. A bundle without the record runs f32 for every workflow there.
 """
 
 from __future__ import annotations
