@@ -234,3 +234,23 @@ def test_a_variant_made_from_a_recorded_bundle_does_not_inherit_its_bf16_verdict
     to_int8(fp32, tmp_path / "int8", ["image_encoder"], weights="s8")
     assert BF16_KEY not in read_manifest(tmp_path / "int8")
     assert read_bf16(tmp_path / "int8").verdicts is None
+
+
+def test_doctor_names_each_bundles_bf16_record_and_the_rule(toy, tmp_path, capsys, monkeypatch):
+    from napari_sam3_onnx.cli import main
+    from napari_sam3_onnx.models import openvino_runtime
+
+    monkeypatch.setattr(openvino_runtime, "openvino_devices",
+                        lambda: ["OpenVINO CPU", "OpenVINO CPU bf16"])
+    root = tmp_path / "roots"
+    root.mkdir()
+    shutil.copytree(toy, root / "recorded")
+    shutil.copytree(toy, root / "plain")
+    _record(root / "recorded", VERDICTS)
+    assert main(["doctor", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "bf16 runs only the workflows a bundle's bf16 gate verdicts pass" in out
+    recorded = out.split("recorded:")[1]
+    assert ("OpenVINO CPU bf16: bf16: text, propagation, automatic; f32: clicks and boxes, "
+            "exemplars") in recorded
+    assert out.count("OpenVINO CPU bf16: bf16:") == 1  # the plain bundle has no record

@@ -230,7 +230,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         cpu_features,
         int8_format_warning,
     )
+    from ..models.openvino_runtime import OPENVINO_BF16, openvino_devices
     from ..models.runtime import available_providers, resolve_providers
+    from ..models.workflow_precision import read_bf16
 
     print(f"napari-sam3-onnx {__version__} on Python {platform.python_version()} "
           f"({platform.system()} {platform.machine()})")
@@ -243,6 +245,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print(f"CPU:                 {cpu.summary()}")
     print(f"int8 weights for it: {best_int8_format(cpu) if cpu.known else 'u8 (flags unknown)'}")
     print(f"OpenVINO:            {_openvino_line()}")
+    bf16 = OPENVINO_BF16 in openvino_devices()  # then each bundle's bf16 record is named
     roots = [home_dir() / "models", *(Path(r) for r in args.root or [])]
     bad = 0
     for root in roots:
@@ -261,6 +264,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 print(f"    int8 on this CPU: {warning}")
                 if offer := convert_offer(folder, cpu, home_dir()):
                     print(f"    convert: {offer}")
+            if bf16 and (grants := read_bf16(folder)).verdicts is not None:
+                print(f"    OpenVINO CPU bf16: {grants.words()}")
     return 1 if bad and args.strict else 0
 
 
