@@ -226,6 +226,7 @@ def test_record_needs_the_bf16_device(toy):
 
 def test_a_variant_made_from_a_recorded_bundle_does_not_inherit_its_bf16_verdicts(tmp_path):
     from napari_sam3_onnx.export.variants import to_int8
+    from napari_sam3_onnx.export.workflow_bundle import compose
     from napari_sam3_onnx.models.workflow_precision import read_bf16
     from test_workflow_precision import _fp32
 
@@ -234,6 +235,9 @@ def test_a_variant_made_from_a_recorded_bundle_does_not_inherit_its_bf16_verdict
     to_int8(fp32, tmp_path / "int8", ["image_encoder"], weights="s8")
     assert BF16_KEY not in read_manifest(tmp_path / "int8")
     assert read_bf16(tmp_path / "int8").verdicts is None
+    _record(tmp_path / "int8", dict.fromkeys(VERDICTS, True))  # even one made on the variant
+    compose(fp32, tmp_path / "int8", {"clicks": True}, ["image_encoder"])
+    assert BF16_KEY not in read_manifest(tmp_path / "int8")  # the per-workflow bundle
 
 
 def test_doctor_names_each_bundles_bf16_record_and_the_rule(toy, tmp_path, capsys, monkeypatch):
