@@ -108,8 +108,8 @@ class NsoAdapter(SamAdapter):
         #: On "OpenVINO CPU bf16": which workflows compute in bf16 (None on other devices).
         self.bf16: Bf16Grants | None = None if config.openvino != "bf16" else read_bf16(
             folder, config.bf16_everywhere)
-        self._device = config.providers
-        exact = config.exact()  # every graph bf16 does not route runs OpenVINO's f32
+        # the graphs bf16 does not route (and the workflows it does not grant) run OpenVINO's f32
+        bf16_config, exact = config, config.exact()
         # a per-workflow bundle: the default (fp32) encoder is the manifest's, not the file
         # that sorts first; the others run for the workflows the manifest grants them
         enc_path = folder / self.plan.default["image_encoder"] if self.plan else enc.path
@@ -118,7 +118,8 @@ class NsoAdapter(SamAdapter):
         #: (encoder file, bf16?) -> its session (compiled on first use only)
         self._sessions = {(n, False): LazySession(folder / n, exact) for n in names}
         if self.bf16 is not None:
-            self._sessions.update({(n, True): LazySession(folder / n, config) for n in names})
+            self._sessions.update({(n, True): LazySession(folder / n, bf16_config)
+                                   for n in names})
         self.encoder = self._sessions[(enc_path.name, self._bf16(None))]
         self._encoders: dict[str, LazySession] = {n: self._sessions[(n, False)]
                                                   for n in names[1:]}
@@ -162,8 +163,7 @@ class NsoAdapter(SamAdapter):
                     Capability.MEMORY, "memory_attention")):
                 att = folder / name  # memory attention serves propagation alone
             self.memory_attention = LazySession(  # bf16 where propagation's verdict passed
-                att, replace(config, providers=self._device) if self._bf16(Capability.MEMORY)
-                else config)
+                att, bf16_config if self._bf16(Capability.MEMORY) else config)
             self._attach_memory(NsoMemory(self.memory_encoder, self.memory_attention,
                                           self._settings, self._maskmem_pos, self._mask_size,
                                           self._channels))  # memory
