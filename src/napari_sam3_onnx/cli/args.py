@@ -96,7 +96,9 @@ def _image_args(p: argparse.ArgumentParser, slices: bool = True) -> None:
                        "axis, Python-style (e.g. 0:10, 5, -3:)")
     p.add_argument("--providers", default="auto",
                    help="onnxruntime execution provider: auto, cpu, cuda, coreml, dml; or "
-                   "openvino / openvino-bf16 (OpenVINO's CPU runtime, the [openvino] extra)")
+                   "openvino / openvino-bf16 (OpenVINO's CPU runtime, the [openvino] extra; "
+                   "bf16 only for the workflows the bundle's bf16 gate verdicts pass, f32 "
+                   "elsewhere: see inspect)")
     p.add_argument("--threads", type=threads, metavar="N",
                    help="threads per operator (default: onnxruntime's choice)")
 
