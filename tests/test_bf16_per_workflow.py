@@ -258,3 +258,24 @@ def test_doctor_names_each_bundles_bf16_record_and_the_rule(toy, tmp_path, capsy
     assert ("OpenVINO CPU bf16: bf16: text, propagation, automatic; f32: clicks and boxes, "
             "exemplars") in recorded
     assert out.count("OpenVINO CPU bf16: bf16:") == 1  # the plain bundle has no record
+
+
+def test_a_layout_without_per_workflow_routing_runs_bf16_for_all_or_none(hf_bundle, tmp_path):
+    """hf-tracker cannot pick bf16 per workflow: bf16 only if every workflow's verdict passed."""
+    from napari_sam3_onnx._napari.model.bundle_words import cpu_path_notes
+
+    sessions = {}
+    for name, verdicts in (("none", None), ("some", VERDICTS),
+                           ("all", dict.fromkeys(VERDICTS, True))):
+        folder = tmp_path / name
+        shutil.copytree(hf_bundle, folder)
+        if verdicts is not None:
+            (folder / "manifest.json").write_text(json.dumps({BF16_KEY: {
+                "workflows": verdicts, "graphs": {}}}))
+        adapter = open_adapter(folder, RuntimeConfig(providers=BF16))
+        sessions[name] = {s.config.openvino for s in vars(adapter).values()
+                          if isinstance(s, LazySession)}
+        assert approximate_arithmetic(adapter) == ("bf16" if name == "all" else None)
+    assert sessions == {"none": {"f32"}, "some": {"f32"}, "all": {"bf16"}}
+    note = cpu_path_notes(tmp_path / "some", BF16, per_workflow=False)
+    assert "one arithmetic for all workflows" in note and "every workflow runs f32" in note
