@@ -265,7 +265,7 @@ class Bf16Grants:
             why = self.stale or "this bundle's manifest records no bf16 gate verdicts"
             return (f"{why}, so every workflow runs f32 (exact, as OpenVINO CPU); record "
                     f"them with: {BF16_RECORD_HINT}")
-        text = f"precision per workflow on OpenVINO CPU bf16 (bf16 gate): {self.words()}"
+        text = f"per workflow, by its bf16 gate verdict ({self.words()})"
         if any(self.workflow_bf16(k) for k, _ in WORKFLOWS) and not self.workflow_bf16(None):
             text += ("; a plane used by workflows of both kinds is encoded once in each "
                      "arithmetic (both embeddings cached), and an embedding store is f32")
