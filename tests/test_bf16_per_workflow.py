@@ -126,9 +126,11 @@ def test_propagation_computes_its_encoder_and_memory_attention_in_bf16(toy, ran)
     assert ("memory_attention.onnx", "bf16") in ran
 
 
-def test_without_a_bf16_record_every_workflow_runs_f32_and_says_so(toy, ran, capsys):
+def test_without_a_bf16_record_every_workflow_runs_f32_and_says_so(toy, ran, capsys,
+                                                                   monkeypatch):
     from napari_sam3_onnx._napari.model.bundle_words import cpu_path_notes
     from napari_sam3_onnx.cli import main
+    from napari_sam3_onnx.models import openvino_runtime
 
     adapter, ws, encoder = _attach(toy)
     ref = SliceRef(_stack(), (0,), source="stack")
@@ -139,6 +141,11 @@ def test_without_a_bf16_record_every_workflow_runs_f32_and_says_so(toy, ran, cap
     assert approximate_arithmetic(adapter) is None
     note = cpu_path_notes(toy, BF16)
     assert "records no bf16 gate verdicts" in note and "every workflow runs f32" in note
+    monkeypatch.setattr(openvino_runtime, "openvino_devices", lambda: ["OpenVINO CPU"])
+    assert main(["inspect", str(toy)]) == 0
+    assert "OpenVINO CPU bf16" not in capsys.readouterr().out  # this CPU has no bf16
+    monkeypatch.setattr(openvino_runtime, "openvino_devices",
+                        lambda: ["OpenVINO CPU", "OpenVINO CPU bf16"])
     assert main(["inspect", str(toy)]) == 0
     out = capsys.readouterr().out
     assert "OpenVINO CPU bf16:" in out and "every workflow runs f32" in out

@@ -127,11 +127,13 @@ def _print_cpu_path(folder: Path) -> None:
 
 def _print_bf16(folder: Path, per_workflow: bool) -> None:
     """What the "OpenVINO CPU bf16" device computes in bf16 for each workflow, and why."""
+    from ..models.openvino_runtime import OPENVINO_BF16, openvino_devices
     from ..models.workflow_precision import WORKFLOWS, read_bf16
 
     grants = read_bf16(folder)
     if grants.verdicts is None:
-        print(f"OpenVINO CPU bf16: {grants.note()}")
+        if OPENVINO_BF16 in openvino_devices():  # else nothing to say to this machine
+            print(f"OpenVINO CPU bf16: {grants.note()}")
         return
     if not per_workflow and not grants.workflow_bf16(None):
         print("OpenVINO CPU bf16: this layout runs one arithmetic for all workflows and not "
