@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import api
 from ..api.bundles import resolve_bundle
-from ..api.dock_replay import DOCK, replay_commits
+from ..api.dock_replay import DOCK, NOTHING, replay_commits, replayable
 from ..api.io import InputError, read_image
 from ..api.labels_files import write_labels
 from ..api.provenance import (
@@ -165,6 +165,8 @@ def _labels(path: Path) -> np.ndarray:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Run a recorded output's prompts again into --out; compare the result with the record."""
     record = read_provenance(args.output)
+    if record.workflow == DOCK and not replayable(record):
+        raise InputError(f"{args.output} cannot be replayed: {NOTHING}.")
     if args.image is None and not record.image.get("path"):
         raise InputError(f"{args.output} records no image file (the dock's image was not read "
                          "from one); give the image with --image.")
