@@ -9,6 +9,8 @@ asymmetric (rows != cols) and their objects drift differently through z.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import tifffile
@@ -81,6 +83,52 @@ def replay(capsys, saved, image, bundle, out):
                  "--out", str(out)])
     said = capsys.readouterr()
     return code, said.out + said.err, np.asarray(read_image(out)) if out.exists() else None
+
+
+def clicker(viewer, w, qtbot):
+    """``click(z, (row, col))``: a real mouse click on slice ``z``, then the preview settles."""
+    viewer.reset_view()
+    mouse = Mouse(viewer, qtbot)
+    points = w.session.layers.points
+
+    def click(z, rc):
+        viewer.dims.set_current_step(0, z)
+        viewer.layers.selection.active = points
+        points.mode = "add"
+        pos = mouse.at(*rc)
+        mouse.canvas.events.mouse_press(pos=pos, modifiers=(), button=1)
+        mouse.canvas.events.mouse_release(pos=pos, modifiers=(), button=1)
+        settle(qtbot, w.session, timeout=20000)
+
+    return click
+
+
+def cancel_at_encode(monkeypatch, adapter, n, cancel):
+    """Call ``cancel()`` while the adapter's ``n``-th encode runs (a Cancel during that slice).
+
+    Both ways an encoder asks the adapter (``encode``, ``encode_for``) are counted, a call of
+    one inside the other once.
+    """
+    calls, inside = [], threading.local()
+
+    def counted(real):
+        def encode(*args, **kwargs):
+            outer = not getattr(inside, "on", False)
+            if outer:
+                calls.append(1)
+                if len(calls) == n:
+                    cancel()
+            inside.on = True
+            try:
+                return real(*args, **kwargs)
+            finally:
+                if outer:
+                    inside.on = False
+        return encode
+
+    for name in ("encode", "encode_for"):
+        monkeypatch.setattr(adapter, name, counted(getattr(adapter, name)))
+    return calls
 
 
 def check_iou_report(text, saved_labels, new):
@@ -156,19 +204,7 @@ def test_propagated_preview_and_label_ids_replay_exactly(make_napari_viewer, toy
                                                            qtbot, tmp_path, monkeypatch,
                                                            capsys):
     viewer, w, image_path = open_dock(make_napari_viewer, toy, tmp_path)
-    viewer.reset_view()
-    mouse = Mouse(viewer, qtbot)
-    points = w.session.layers.points
-
-    def click(z, rc):
-        viewer.dims.set_current_step(0, z)
-        viewer.layers.selection.active = points
-        points.mode = "add"
-        pos = mouse.at(*rc)
-        mouse.canvas.events.mouse_press(pos=pos, modifiers=(), button=1)
-        mouse.canvas.events.mouse_release(pos=pos, modifiers=(), button=1)
-        settle(qtbot, w.session, timeout=20000)
-
+    click = clicker(viewer, w, qtbot)
     # object A committed with clicks on z=1, then carried as "label ids"
     click(1, drifting(1)[0][:2])
     assert w.commit() == [1]
@@ -236,3 +272,60 @@ def test_a_painted_layer_says_it_has_nothing_to_replay(make_napari_viewer, toy, 
     assert code != 0 and got is None
     assert "cannot be replayed" in text and "no replayable step" in text, text
     assert "identical" not in text and "Traceback" not in text
+
+
+def test_a_cancelled_run_and_its_correction_replay_exactly(make_napari_viewer, toy, qtbot,
+                                                            tmp_path, monkeypatch, capsys):
+    viewer, w, image_path = open_dock(make_napari_viewer, toy, tmp_path)
+    click = clicker(viewer, w, qtbot)
+    click(0, drifting(0)[0][:2])
+    assert w.commit() == [1]
+    target = w.session.layers.target
+    panel = w.panels["Propagate"]
+    w.tabs.setCurrentWidget(panel)
+    viewer.dims.set_current_step(0, 0)
+    # Cancel while slice 2 is encoded (the cancel token, as the button sets it): slice 2
+    # completes, slice 3 is never begun
+    written: list[int] = []
+    panel.runner.slice_written.connect(written.append)
+    panel.from_ids.setChecked(True)
+    panel.ids.setText("1")
+    panel.direction.setCurrentIndex(1)  # up only
+    with pytest.MonkeyPatch.context() as mp:  # encodes as usual after the run
+        calls = cancel_at_encode(mp, w.model.adapter, 2, panel.runner.job.gate.stop)
+        assert panel.run()
+        qtbot.waitUntil(lambda: not panel.running, timeout=20000)
+    assert len(calls) == 2 and "Cancel" in panel.status.text(), panel.status.text()
+    assert sorted(set(written)) == [0, 1, 2]
+    assert Z - 1 not in written and not np.asarray(target.data)[Z - 1].any()
+    entry = commit_log.live_entries(target)[-1]
+    assert entry["workflow"] == "propagate" and not entry["complete"]
+    assert entry["steps"] == len(written)
+    reached = sorted(set(written))
+    cut = tmp_path / "cancelled.npy"  # replay stops where the run was cancelled
+    save(viewer, w, target, monkeypatch, cut)
+    code, text, got = replay(capsys, cut, image_path, toy, tmp_path / "cut.tif")
+    assert code == 0 and "identical" in text, text
+    np.testing.assert_array_equal(got, np.asarray(target.data))
+
+    # a correction on slice 2 (previewed, not committed): object 1 recomputed from two seeds
+    r, c, _ = drifting(2)[0]
+    click(2, (r + 2, c - 1))
+    viewer.dims.set_current_step(0, 2)
+    assert panel.repropagate()
+    qtbot.waitUntil(lambda: not panel.running, timeout=60000)
+    labels = np.asarray(target.data).copy()
+    assert (labels[3:] == 1).any(axis=(1, 2)).all()  # now the run went on to the end
+    entries = commit_log.live_entries(target)
+    assert [e["workflow"] for e in entries] == ["clicks", "propagate", "propagate"]
+    fix = entries[-1]
+    assert fix["complete"] and fix["settings"]["replace"] == [1]
+    assert fix["previous"] == {"1": reached} and "1:2" in fix["prompts"]
+    assert [s["plane"] for s in fix["seeds"]["1"]] == [0, 2]
+
+    saved = tmp_path / "corrected.ome.zarr"
+    save(viewer, w, target, monkeypatch, saved)
+    code, text, got = replay(capsys, saved, image_path, toy, tmp_path / "again.tif")
+    assert code == 0, text
+    assert "identical" in text
+    np.testing.assert_array_equal(got, labels)
