@@ -254,12 +254,12 @@ def test_propagated_preview_and_label_ids_replay_exactly(make_napari_viewer, toy
     check_iou_report(text, labels, got)
 
 
-def test_a_painted_layer_says_it_has_nothing_to_replay(make_napari_viewer, toy, tmp_path,
-                                                       monkeypatch, capsys):
+def test_a_painted_layer_says_it_has_nothing_to_replay(make_napari_viewer, toy, qtbot,
+                                                       tmp_path, monkeypatch, capsys):
     viewer, w, image_path = open_dock(make_napari_viewer, toy, tmp_path)
     painted = np.zeros((Z, *SHAPE), np.int32)
     painted[2, 10:30, 40:75] = 4
-    layer = viewer.add_labels(painted, name="painted")
+    layer = viewer.add_labels(painted.copy(), name="painted")
     saved = tmp_path / "painted.ome.tif"
     message = save(viewer, w, layer, monkeypatch, saved)
     assert "No replayable steps" in message, message
@@ -272,6 +272,25 @@ def test_a_painted_layer_says_it_has_nothing_to_replay(make_napari_viewer, toy, 
     assert code != 0 and got is None
     assert "cannot be replayed" in text and "no replayable step" in text, text
     assert "identical" not in text and "Traceback" not in text
+    # a commit into the painted layer: the record holds it, and says what it cannot replay
+    w.target.setCurrentIndex(w.target.findText("painted"))
+    clicker(viewer, w, qtbot)(2, drifting(2)[1][:2])
+    assert w.commit() == [5]
+    assert w.session.layers.target is layer
+    mixed = tmp_path / "mixed.npy"
+    message = save(viewer, w, layer, monkeypatch, mixed)
+    held = int(np.count_nonzero(painted))
+    assert f"held {held} labelled pixel(s) before its first dock commit" in message, message
+    record = read_provenance(mixed)
+    assert record.settings["held_before_commits"] == held
+    assert [c["workflow"] for c in record.prompts["commits"]] == ["clicks"]
+    code, text, got = replay(capsys, mixed, image_path, toy, tmp_path / "mixed_again.npy")
+    assert code == 1 and got is not None  # the commit alone: not the saved labels
+    # the object on the same pixels, under the id an empty layer gives it, and said so
+    np.testing.assert_array_equal(got, (np.asarray(layer.data) == 5).astype(got.dtype))
+    assert "note: the Clicks commit on plane [2] gave ids [1], the recorded one [5]" in text
+    assert f"note: the layer held {held} labelled pixel(s)" in text, text
+    assert "did not reproduce" in text and "identical" not in text
 
 
 def test_a_cancelled_run_and_its_correction_replay_exactly(make_napari_viewer, toy, qtbot,
@@ -329,3 +348,4 @@ def test_a_cancelled_run_and_its_correction_replay_exactly(make_napari_viewer, t
     assert code == 0, text
     assert "identical" in text
     np.testing.assert_array_equal(got, labels)
+

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from napari.layers import Labels
 
-from napari_sam3_onnx._napari.commit_log import live_entries
+from napari_sam3_onnx._napari.commit_log import held_before, live_entries
 from napari_sam3_onnx.api.dock_replay import DOCK, NOTHING
 from napari_sam3_onnx.api.provenance import BundleInfo, Provenance, bundle_info, make_record
 
@@ -27,7 +27,9 @@ def layer_record(layer: Labels) -> Provenance | None:
 
     A layer with no live commit (painted, opened, every commit undone) gets a record that
     says so: no commits, ``settings["replayable"]`` False and the reason in
-    ``settings["note"]``; ``replay`` refuses it with that message.
+    ``settings["note"]``; ``replay`` refuses it with that message. A layer that held labels
+    under its first commit (painted, opened) records how many pixels
+    (``settings["held_before_commits"]``; None: not known): a replay gives the commits alone.
     """
     commits = live_entries(layer)
     if not commits:
@@ -46,7 +48,7 @@ def layer_record(layer: Labels) -> Provenance | None:
     image = last.get("image") or {}
     settings = {"layer": str(layer.name),
                 "bundles": [dict(b) for b in bundles] if len(bundles) > 1 else [],
-                "replayable": True}
+                "replayable": True, "held_before_commits": held_before(layer)}
     record = make_record(DOCK, info, image.get("path") or ".", image.get("shape", ()),
                          {"commits": commits}, settings)
     if not image.get("path"):  # not read from a file: replay needs --image

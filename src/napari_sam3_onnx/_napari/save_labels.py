@@ -24,7 +24,7 @@ import numpy as np
 from napari.layers import Labels
 from qtpy.QtWidgets import QFileDialog, QMessageBox, QPushButton, QWidget
 
-from napari_sam3_onnx._napari.commit_log import live_entries
+from napari_sam3_onnx._napari.commit_log import held_before, live_entries
 from napari_sam3_onnx._napari.labels_record import layer_record
 from napari_sam3_onnx._napari.ome_zarr_reader import prefer_for
 from napari_sam3_onnx.api.atomic import OutputTakenError
@@ -154,10 +154,14 @@ def _loss(layer: Labels, fmt: str) -> str:
 
 
 def _replay_note(layer: Labels) -> str:
-    """What the saved record allows ('' when it holds commits to replay)."""
-    if live_entries(layer):
-        return ""
-    return f". No replayable steps: {NOTHING}."
+    """What the saved record allows ('' when its commits replay to the whole layer)."""
+    if not live_entries(layer):
+        return f". No replayable steps: {NOTHING}."
+    held = held_before(layer)
+    if held:
+        return (f". The layer held {held} labelled pixel(s) before its first dock commit "
+                "(painted or opened): a replay gives the commits alone.")
+    return ""
 
 
 class SaveLabelsButton(QPushButton):

@@ -109,15 +109,15 @@ def _object_mask(ws: Workspace, data, entry: Mapping, obj: Mapping,
 
 
 def _clicks(ws: Workspace, data, labels: np.ndarray, entry: Mapping,
-            tiling: TileSettings | None) -> None:
+            tiling: TileSettings | None, notes: list[str]) -> None:
     plane = tuple(int(i) for i in entry["plane"])
     masks = [m.mask for m in (_object_mask(ws, data, entry, o, tiling)
                               for o in entry["objects"]) if m.present]
     values, ids = new_objects(labels[plane], masks, int(labels.max()) + 1,
                               bool(entry.get("overwrite")))
-    if ids != [int(i) for i in entry.get("ids", ids)]:
-        raise InputError(f"replaying the Clicks commit on plane {list(plane)} gave ids {ids}, "
-                         f"the recorded one {entry.get('ids')}")
+    if ids != [int(i) for i in entry.get("ids", ids)]:  # another bundle lost or gained one
+        notes.append(f"the Clicks commit on plane {list(plane)} gave ids {ids}, the recorded "
+                     f"one {entry.get('ids')}")
     labels[plane] = apply(labels[plane], values, values > 0, overwrite=True)
 
 
@@ -252,7 +252,7 @@ def _propagate(ws: Workspace, data, labels: np.ndarray, entry: Mapping,
 
 
 def replay_commits(bundle: Bundle, data, commits: Sequence[Mapping],
-                   shape: Sequence[int]) -> np.ndarray:
+                   shape: Sequence[int], notes: list[str] | None = None) -> np.ndarray:
     """Run the commits in order into new labels.
 
     Parameters
@@ -265,6 +265,9 @@ def replay_commits(bundle: Bundle, data, commits: Sequence[Mapping],
         The recorded entries (``prompts["commits"]`` of a ``"dock"`` record).
     shape : sequence of int
         The labels' shape (the image's without a colour axis).
+    notes : list of str, optional
+        Gets what went otherwise than recorded without stopping the replay (a Clicks commit
+        whose objects got other ids: another bundle found more or fewer of them).
 
     Returns
     -------
@@ -274,8 +277,7 @@ def replay_commits(bundle: Bundle, data, commits: Sequence[Mapping],
     Raises
     ------
     InputError
-        No commit, a commit of a workflow that is not replayed, or a Clicks commit that
-        gives other ids.
+        No commit, or a commit of a workflow that is not replayed.
     """
     if not commits:
         raise InputError(f"nothing to replay: {NOTHING}.")
@@ -291,7 +293,7 @@ def replay_commits(bundle: Bundle, data, commits: Sequence[Mapping],
         if ws is None:
             ws = workspaces[tiling] = bundle.workspace(None, EmbeddingCache(), tiling)
         if workflow == "clicks":
-            _clicks(ws, data, labels, entry, tiling)
+            _clicks(ws, data, labels, entry, tiling, [] if notes is None else notes)
         elif workflow == "refine":
             _refine(ws, data, labels, entry)
         elif workflow == "automatic":
