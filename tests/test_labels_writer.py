@@ -12,7 +12,7 @@ from napari.layers import Labels
 
 from napari_sam3_onnx._napari import commit_log
 from napari_sam3_onnx._napari.labels_writer import LiveWrite, plane_indices, write_planes
-from napari_sam3_onnx.engine.labels_merge import apply, new_objects
+from napari_sam3_onnx.engine.labels_merge import apply, new_objects, propagated
 
 SHAPE = (3, 20, 30)  # asymmetric planes
 
@@ -94,3 +94,36 @@ def test_commit_log_follows_undo_and_redo_and_forgets_after_a_new_commit():
     again[12:18, 20:28] = 9  # the same id on the same pixels as the undone commit
     write_planes(layer, [((2,), again, None)], entry={"workflow": "text", "n": 3})
     assert [e["n"] for e in commit_log.live_entries(layer)] == [1, 3]  # 2 is not resurrected
+
+
+def test_propagated_slice_replaces_its_own_ids_and_keeps_others_unless_overwrite():
+    current = np.zeros((6, 9), np.int32)
+    current[0, :3] = 4  # object 4's old pixels: it is re-propagated (replace)
+    current[5, 6:] = 7  # another object
+    owner = np.zeros((6, 9), np.int32)
+    owner[1, :4] = 4
+    owner[5, 5:8] = 2
+    kept = propagated(current, owner, [4, 2], replace=[4])
+    assert not (kept[0] == 4).any() and (kept[1, :4] == 4).all()  # old pixels gave way
+    assert (kept[5, 6:] == 7).all() and kept[5, 5] == 2  # 7 kept its pixels
+    taken = propagated(current, owner, [4, 2], replace=[4], overwrite=True)
+    assert (taken[5, 5:8] == 2).all() and taken[5, 8] == 7
+    untouched = propagated(current, owner, [2], replace=[4])  # 4 has no output here
+    assert (untouched[0, :3] == 4).all()
+    assert current[0, 0] == 4  # a new array: the input is left as it was
+
+
+def test_commit_log_counts_what_the_layer_held_before_its_first_commit():
+    layer = _layer()  # the user's object: 24 pixels
+    layer.data[0, 0:3, 0:5] = 6  # and 15 painted before any commit
+    values = np.zeros(SHAPE[1:], np.int64)
+    values[10:15, 2:12] = 8
+    write_planes(layer, [((0,), values, None)], entry={"workflow": "clicks", "n": 1})
+    write_planes(layer, [((2,), values, None)], entry={"workflow": "clicks", "n": 2})
+    assert commit_log.held_before(layer) == 39  # the commits' own pixels not counted
+    layer.undo()
+    layer.undo()  # every commit undone: the next one counts anew
+    layer.data[2, 0:2, 0:2] = 5
+    write_planes(layer, [((0,), values, None)], entry={"workflow": "clicks", "n": 3})
+    assert commit_log.held_before(layer) == 43
+    assert [e["n"] for e in commit_log.live_entries(layer)] == [3]

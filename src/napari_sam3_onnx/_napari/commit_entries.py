@@ -13,7 +13,14 @@ layer (``api/dock_replay.py``) runs the entries in order, with the same write ru
 * ``"text"``: ``planes`` (searched, in order), ``concepts``, ``exemplars`` (per plane: boxes
   and polarity), ``floor``, ``min_area``, ``fill_holes``, ``link_iou``, ``first_id``, ``new``
   (a layer of the run's own);
-* ``"automatic"`` and ``"propagate"``: the run's settings, recorded (not replayed yet).
+* ``"automatic"``: ``planes`` (the run's, in order), ``settings`` (the generator's),
+  ``link_iou``, ``first_id``, ``mode`` (``"linked"`` or ``"tracked"``), ``key`` (a tracked
+  run's key plane: its position in ``planes``) and ``committed`` (the planes the commit
+  wrote);
+* ``"propagate"``: ``seeds`` (per object id: prompts or masks as run lengths,
+  ``api/provenance.py``), ``prompts`` (the click chains of prompt seeds), ``settings`` (axis,
+  fixed, direction, range, stop_after, overwrite, replace), ``previous``, ``steps`` and
+  ``complete``.
 
 Every entry has ``window`` (the contrast window the model saw), ``rgb``, ``tiling`` and
 ``bundle``.
@@ -116,20 +123,76 @@ def text_entry(workspace, image, indices: Sequence[Sequence[int]], concepts: Seq
             "first_id": int(options["first_id"]), "new": bool(new)}
 
 
-def run_entry(workflow: str, workspace, image, settings: Mapping) -> dict:
-    """An Automatic or Propagate commit: its settings, as JSON values."""
-    return {**base(workflow, workspace, image),
-            "settings": {str(k): _num(v) for k, v in settings.items()}}
+def automatic_entry(workspace, image, refs: Sequence, settings: Mapping,
+                    link_iou: float | None, key: int | None) -> dict:
+    """An Automatic run as it starts (:func:`committed` adds the planes its commit wrote).
+
+    ``refs``: the run's planes, in order (a tracked run: the planes along the walked axis);
+    ``settings``: the generator's (``asdict(AutoMaskSettings)``); ``link_iou``: the per-plane
+    mode's linking (None: not linked); ``key``: a tracked run's key plane, a position in
+    ``refs`` (None: per plane). Made when the run starts, so the window and tiling are the
+    run's.
+    """
+    return {**base("automatic", workspace, image),
+            "planes": [[int(i) for i in ref.index] for ref in refs],
+            "settings": {str(k): _num(v) for k, v in settings.items()},
+            "link_iou": None if link_iou is None else float(link_iou), "first_id": 1,
+            "mode": "linked" if key is None else "tracked",
+            "key": None if key is None else int(key)}
+
+
+def committed(entry: Mapping, planes: Sequence[Sequence[int]]) -> dict:
+    """``entry`` with the planes its commit wrote (a cancelled run's are a part of its own)."""
+    return {**entry, "committed": [[int(i) for i in index] for index in planes]}
+
+
+def preview_prompt(session, prompt: Prompt, plane: Sequence[int]) -> dict | None:
+    """The click preview's prompt ``prompt`` on ``plane`` as :func:`prompt_json` writes it.
+
+    The chain of runs that led to it is kept, so a replay builds the very prompt (fed-back
+    logits included) the propagation was seeded with. None: not the session's preview.
+    """
+    for key, (p, mask) in session._last.items():
+        if p is prompt:
+            chains = getattr(session, "chains", {})
+            fov = bool(getattr(session.view, "fov", False))
+            return {**prompt_json(p, mask, chains.get(key), fov),
+                    "plane": [int(i) for i in plane]}
+    return None
+
+
+def seed_prompts(session, seeds: Mapping[int, Sequence], plane: Sequence[int]) -> dict:
+    """``{"oid:k": prompt json}`` of the prompt seeds on slice ``k`` taken from the preview."""
+    out = {}
+    for oid, items in seeds.items():
+        for seed in items:
+            found = None if seed.prompt is None else preview_prompt(session, seed.prompt, plane)
+            if found is not None:
+                out[f"{int(oid)}:{int(seed.index)}"] = found
+    return out
 
 
 def propagate_entry(workspace, spec) -> dict:
-    """A propagation run of a ``RunSpec``: seeds per object (as the CLI records them), settings."""
+    """A propagation run of a ``RunSpec``: seeds per object (as the CLI records them), settings.
+
+    ``prompts`` holds the click-preview chains of prompt seeds (:func:`seed_prompts`, keyed
+    ``"oid:k"``); ``previous`` the slices a re-propagation's objects were on before it (they
+    are cleared where it no longer reaches). :func:`propagate_finished` adds how it ended.
+    """
     from napari_sam3_onnx.api.provenance import seeds_to_json
 
     return {**base("propagate", workspace, spec.image),
             "seeds": seeds_to_json(spec.seeds),
+            "prompts": dict(getattr(spec, "prompts", {}) or {}),
+            "previous": {str(int(o)): sorted(int(k) for k in ks)
+                         for o, ks in spec.previous.items()},
             "settings": {"axis": int(spec.axis), "fixed": [int(i) for i in spec.fixed],
                          "direction": str(spec.direction),
                          "range": _num(spec.index_range), "stop_after": spec.stop_after,
                          "overwrite": bool(spec.overwrite),
                          "replace": sorted(int(i) for i in spec.replace)}}
+
+
+def propagate_finished(entry: Mapping, steps: int, complete: bool) -> dict:
+    """``entry`` with the slices written (``steps``) and whether the run completed."""
+    return {**entry, "steps": int(steps), "complete": bool(complete)}

@@ -24,6 +24,8 @@ from napari.layers import Labels
 
 #: ``layer.metadata`` key of the log.
 KEY = "napari_sam3_onnx_commits"
+#: ``layer.metadata`` key of the labelled pixels the layer held before its first logged commit.
+HELD = "napari_sam3_onnx_held_before"
 #: Pixels sampled per entry.
 SAMPLE = 64
 
@@ -56,6 +58,18 @@ def prune(layer: Labels) -> None:
     if log:
         data = layer.data[0] if layer.multiscale else layer.data
         layer.metadata[KEY] = [item for item in log if _is_live(data, item)]
+        if not layer.metadata[KEY]:  # every commit undone: the next one counts anew
+            layer.metadata.pop(HELD, None)
+
+
+def held_before(layer: Labels) -> int | None:
+    """Labelled pixels the layer held under its commits (painted, opened); None: not known.
+
+    Counted when the first logged commit was written (numpy data only: a lazy layer is not
+    read whole for it). Pixels painted between commits are not counted.
+    """
+    held = layer.metadata.get(HELD)
+    return None if held is None or not _log(layer) else int(held)
 
 
 def append(layer: Labels, entry: Mapping, flat: np.ndarray, after: np.ndarray,
@@ -69,6 +83,13 @@ def append(layer: Labels, entry: Mapping, flat: np.ndarray, after: np.ndarray,
     after, before : numpy.ndarray
         ``(N,)`` their values after and before the write.
     """
+    if not _log(layer):  # the first commit: what the layer held before it
+        data = layer.data[0] if layer.multiscale else layer.data
+        if isinstance(data, np.ndarray):
+            layer.metadata[HELD] = int(np.count_nonzero(data) - np.count_nonzero(after)
+                                       + np.count_nonzero(before))
+        else:
+            layer.metadata.pop(HELD, None)
     pick = np.unique(np.linspace(0, len(flat) - 1, min(SAMPLE, len(flat))).astype(np.int64))
     sample = {"flat": [int(v) for v in np.asarray(flat)[pick]],
               "after": [int(v) for v in np.asarray(after)[pick]],
@@ -79,3 +100,4 @@ def append(layer: Labels, entry: Mapping, flat: np.ndarray, after: np.ndarray,
 def clear(layer: Labels) -> None:
     """Forget the log (the layer's data was replaced: its commits are gone)."""
     layer.metadata.pop(KEY, None)
+    layer.metadata.pop(HELD, None)

@@ -24,9 +24,11 @@ import numpy as np
 from napari.layers import Labels
 from qtpy.QtWidgets import QFileDialog, QMessageBox, QPushButton, QWidget
 
+from napari_sam3_onnx._napari.commit_log import held_before, live_entries
 from napari_sam3_onnx._napari.labels_record import layer_record
 from napari_sam3_onnx._napari.ome_zarr_reader import prefer_for
 from napari_sam3_onnx.api.atomic import OutputTakenError
+from napari_sam3_onnx.api.dock_replay import NOTHING
 from napari_sam3_onnx.api.labels_files import format_of, write_labels
 from napari_sam3_onnx.api.ngff import (
     NGFF_SUFFIX,
@@ -151,6 +153,17 @@ def _loss(layer: Labels, fmt: str) -> str:
     return "" if not lost else f" ({fmt} does not keep the layer's {' and '.join(lost)})"
 
 
+def _replay_note(layer: Labels) -> str:
+    """What the saved record allows ('' when its commits replay to the whole layer)."""
+    if not live_entries(layer):
+        return f". No replayable steps: {NOTHING}."
+    held = held_before(layer)
+    if held:
+        return (f". The layer held {held} labelled pixel(s) before its first dock commit "
+                "(painted or opened): a replay gives the commits alone.")
+    return ""
+
+
 class SaveLabelsButton(QPushButton):
     """The button that saves the selected Labels layer as OME-TIFF, ``.npy`` or OME-Zarr.
 
@@ -203,5 +216,6 @@ class SaveLabelsButton(QPushButton):
             return None
         if fmt != "npy" and image_of_labels(path) is None:  # reopen with this plugin's reader
             prefer_for(path)
-        self.notify(f"Saved '{layer.name}' as {fmt} labels: {path}{_loss(layer, fmt)}")
+        self.notify(f"Saved '{layer.name}' as {fmt} labels: {path}{_loss(layer, fmt)}"
+                    f"{_replay_note(layer)}")
         return path

@@ -9,26 +9,44 @@ image with a bundle, into a new labels array, through the same workflow function
 come out identical.
 
 Replayed: ``"clicks"`` (each object's chain of runs, feeding the logits back as the dock did),
-``"refine"`` and ``"text"`` (phrases and exemplar boxes). An Automatic or Propagate commit is
-refused with a message (its record is kept, the replay is not written yet).
+``"refine"``, ``"text"`` (phrases and exemplar boxes), ``"automatic"`` (per plane, linked, or
+tracked from a key plane: :func:`~.automatic.iter_segment_refs`,
+:func:`~.automatic_tracked.iter_segment_tracked`; the planes the commit wrote, shifted above
+the layer's largest id, only onto background) and ``"propagate"``
+(:func:`~.propagate.iter_propagate` from the recorded seeds: masks as run lengths, prompts
+rebuilt from their chain of click runs; each slice merged by
+:func:`~napari_sam3_onnx.engine.labels_merge.propagated`; a cancelled run stops after the
+slices it wrote; a re-propagation clears its objects where it no longer reaches).
+
+A layer saved with no dock commit records no replayable step (:func:`replayable`); replay
+refuses it with a message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 
 import numpy as np
 
+from ..engine.automatic import AutoMaskSettings
 from ..engine.cache import EmbeddingCache
 from ..engine.concepts.search import Exemplars
-from ..engine.encoding import SliceEncoder, SliceRef
+from ..engine.encoding import SliceEncoder, SliceRef, lead_index, refs_along_axis
 from ..engine.interactive import ObjectMask, Prompt
 from ..engine.label_prompt import replace_label
-from ..engine.labels_merge import apply, new_objects
+from ..engine.labels_merge import apply, new_objects, propagated
 from ..engine.tiling.tiles import TileSettings
+from ..engine.tracking.labels import LabelWriter
+from ..engine.tracking.types import Seed
+from ..models.base import Capability
+from .automatic import AutoStep, iter_segment_refs
+from .automatic_tracked import iter_segment_tracked
 from .bundles import Bundle
 from .clicks import segment_object
 from .io import InputError
+from .propagate import iter_propagate
+from .provenance import Provenance, seeds_from_json
 from .refine import pick_label, refine_prompt
 from .search import iter_search
 from .workspace import Workspace
@@ -36,7 +54,15 @@ from .workspace import Workspace
 #: ``workflow`` of a provenance record written by the dock's "Save labels".
 DOCK = "dock"
 #: Workflows of dock commits that :func:`replay_commits` runs.
-REPLAYED = ("clicks", "refine", "text")
+REPLAYED = ("clicks", "refine", "text", "automatic", "propagate")
+#: Why a record of a layer with no dock commit cannot be replayed.
+NOTHING = ("its labels were not made by commits in the dock (painted, opened from a file, or "
+           "every commit undone), so it records no replayable step")
+
+
+def replayable(record: Provenance) -> bool:
+    """Whether a ``"dock"`` record holds commits to replay."""
+    return bool(record.prompts.get("commits"))
 
 
 def _encoder(ws: Workspace) -> SliceEncoder:
@@ -54,33 +80,44 @@ def _ref(data, entry: Mapping, plane: Sequence[int], region=None) -> SliceRef:
                                                         int(region[2]), int(region[3])))
 
 
-def _object_mask(ws: Workspace, data, entry: Mapping, obj: Mapping,
-                 tiling: TileSettings | None) -> ObjectMask:
-    """Run one object's chain of prompts, each feeding its logits to the next."""
+def _object_run(ws: Workspace, data, entry: Mapping, obj: Mapping,
+                tiling: TileSettings | None,
+                plane: Sequence[int] | None = None) -> tuple[Prompt, ObjectMask]:
+    """Run one object's chain of prompts, each feeding its logits to the next.
+
+    Returns the last run's prompt (fed-back logits included) and mask; ``plane``: where the
+    object is (default the entry's ``plane``).
+    """
     points = np.asarray(obj["points"], float).reshape(-1, 2)
     labels = np.asarray(obj["labels"], np.int64)
     box = None if obj.get("box") is None else np.asarray(obj["box"], float)
-    ref = _ref(data, entry, entry["plane"], obj.get("region"))
+    ref = _ref(data, entry, entry["plane"] if plane is None else plane, obj.get("region"))
     mask: ObjectMask | None = None
+    prompt: Prompt | None = None
     for n in obj.get("chain") or [len(labels)]:
         prompt = Prompt(points[:n], labels[:n], box,
                         None if mask is None else mask.low_res_logits,
                         None if mask is None else mask.region)
         mask = segment_object(_encoder(ws), ref, prompt, ws.box_texts(), tiling)
-    assert mask is not None
-    return mask
+    assert mask is not None and prompt is not None
+    return prompt, mask
+
+
+def _object_mask(ws: Workspace, data, entry: Mapping, obj: Mapping,
+                 tiling: TileSettings | None) -> ObjectMask:
+    return _object_run(ws, data, entry, obj, tiling)[1]
 
 
 def _clicks(ws: Workspace, data, labels: np.ndarray, entry: Mapping,
-            tiling: TileSettings | None) -> None:
+            tiling: TileSettings | None, notes: list[str]) -> None:
     plane = tuple(int(i) for i in entry["plane"])
     masks = [m.mask for m in (_object_mask(ws, data, entry, o, tiling)
                               for o in entry["objects"]) if m.present]
     values, ids = new_objects(labels[plane], masks, int(labels.max()) + 1,
                               bool(entry.get("overwrite")))
-    if ids != [int(i) for i in entry.get("ids", ids)]:
-        raise InputError(f"replaying the Clicks commit on plane {list(plane)} gave ids {ids}, "
-                         f"the recorded one {entry.get('ids')}")
+    if ids != [int(i) for i in entry.get("ids", ids)]:  # another bundle lost or gained one
+        notes.append(f"the Clicks commit on plane {list(plane)} gave ids {ids}, the recorded "
+                     f"one {entry.get('ids')}")
     labels[plane] = apply(labels[plane], values, values > 0, overwrite=True)
 
 
@@ -131,8 +168,91 @@ def _tiling(entry: Mapping) -> TileSettings | None:
     return None if tiling is None else TileSettings(**tiling)
 
 
+def _automatic(ws: Workspace, data, labels: np.ndarray, entry: Mapping) -> None:
+    """The run's workflow on its planes; the committed ones merged as the dock's commit."""
+    refs = [_ref(data, entry, p) for p in entry["planes"]]
+    settings = AutoMaskSettings(**entry["settings"])
+    want = {tuple(int(i) for i in p) for p in entry.get("committed", entry["planes"])}
+    steps: Iterator[AutoStep]
+    if entry.get("mode") == "tracked":
+        steps = iter_segment_tracked(ws, refs, int(entry["key"]), settings=settings)
+    else:
+        embed = partial(_encoder(ws).embed, need=Capability.ENCODE)  # as the tab's
+        steps = iter_segment_refs(_encoder(ws).adapter, embed, refs, settings,
+                                  entry.get("link_iou"), int(entry.get("first_id", 1)),
+                                  ws.tiling)
+    planes: list[tuple[tuple[int, ...], np.ndarray]] = []
+    for step in steps:
+        if tuple(step.index) in want:
+            planes.append((tuple(step.index), step.result.labels))
+        if len(planes) == len(want):  # a cancelled run committed the planes it had
+            break
+    shift = int(labels.max())  # ids above the layer's largest, only onto background
+    for index, plane in planes:
+        labels[index] = apply(labels[index], np.where(plane > 0, plane + shift, 0))
+
+
+def _seeds(ws: Workspace, data, entry: Mapping, tiling: TileSettings | None
+           ) -> dict[int, list[Seed]]:
+    """The recorded seeds; a prompt seed from the click preview rebuilt from its chain."""
+    seeds = seeds_from_json(entry.get("seeds") or {})
+    chains = entry.get("prompts") or {}
+    out: dict[int, list[Seed]] = {}
+    for oid, items in seeds.items():
+        out[oid] = []
+        for seed in items:
+            obj = chains.get(f"{oid}:{seed.index}")
+            if seed.prompt is not None and obj is not None:
+                seed = Seed(seed.index, prompt=_object_run(ws, data, entry, obj, tiling,
+                                                           obj["plane"])[0])
+            out[oid].append(seed)
+    return out
+
+
+def _propagate(ws: Workspace, data, labels: np.ndarray, entry: Mapping,
+               tiling: TileSettings | None) -> None:
+    """The run from its seeds, each slice merged as the tab's writer; a cancelled run's part."""
+    st = entry["settings"]
+    axis, fixed = int(st["axis"]), tuple(int(i) for i in st.get("fixed") or ())
+    window = entry.get("window")
+    refs = refs_along_axis(data, axis, fixed, bool(entry.get("rgb")),
+                           None if window is None else (float(window[0]), float(window[1])),
+                           "replay", 0)
+    span = st.get("range")
+    steps = iter_propagate(ws, refs, _seeds(ws, data, entry, tiling),
+                           direction=st.get("direction", "both"),
+                           index_range=None if span is None else (int(span[0]), int(span[1])),
+                           stop_after_absent=st.get("stop_after"))
+    complete = bool(entry.get("complete", True))
+    limit = None if complete else int(entry.get("steps", 0))
+    replace, overwrite = [int(i) for i in st.get("replace") or ()], bool(st.get("overwrite"))
+    reached: dict[int, set[int]] = {}
+    done = 0
+    for step in steps:
+        if step.outputs is None:
+            continue
+        if limit is not None and done >= limit:
+            break
+        done += 1
+        for oid in step.outputs:
+            reached.setdefault(int(oid), set()).add(int(step.index))
+        if not step.outputs:
+            continue
+        lead = lead_index(axis, fixed, int(step.index))
+        owner = np.zeros((1, *labels.shape[-2:]), np.int32)
+        LabelWriter(owner)(0, step.outputs)  # where objects overlap: the highest logit
+        labels[lead] = propagated(labels[lead], owner[0], list(step.outputs), replace,
+                                  overwrite)
+    if complete:  # a re-propagation: its objects go where it no longer reaches
+        previous = entry.get("previous") or {}
+        for oid in replace:
+            for k in sorted(set(previous.get(str(oid), ())) - reached.get(oid, set())):
+                lead = lead_index(axis, fixed, int(k))
+                labels[lead] = np.where(labels[lead] == oid, 0, labels[lead])
+
+
 def replay_commits(bundle: Bundle, data, commits: Sequence[Mapping],
-                   shape: Sequence[int]) -> np.ndarray:
+                   shape: Sequence[int], notes: list[str] | None = None) -> np.ndarray:
     """Run the commits in order into new labels.
 
     Parameters
@@ -145,6 +265,9 @@ def replay_commits(bundle: Bundle, data, commits: Sequence[Mapping],
         The recorded entries (``prompts["commits"]`` of a ``"dock"`` record).
     shape : sequence of int
         The labels' shape (the image's without a colour axis).
+    notes : list of str, optional
+        Gets what went otherwise than recorded without stopping the replay (a Clicks commit
+        whose objects got other ids: another bundle found more or fewer of them).
 
     Returns
     -------
@@ -154,23 +277,29 @@ def replay_commits(bundle: Bundle, data, commits: Sequence[Mapping],
     Raises
     ------
     InputError
-        A commit of a workflow that is not replayed, or one that gives other ids.
+        No commit, or a commit of a workflow that is not replayed.
     """
+    if not commits:
+        raise InputError(f"nothing to replay: {NOTHING}.")
     labels = np.zeros(tuple(int(s) for s in shape), np.int32)
     workspaces: dict[object, Workspace] = {}
     for k, entry in enumerate(commits):
         workflow = entry.get("workflow")
         if workflow not in REPLAYED:
             raise InputError(f"commit {k + 1} was made by the {workflow!r} tab, which replay "
-                             f"does not run yet (it runs {', '.join(REPLAYED)}).")
+                             f"does not know (it runs {', '.join(REPLAYED)}).")
         tiling = _tiling(entry)
         ws = workspaces.get(tiling)
         if ws is None:
             ws = workspaces[tiling] = bundle.workspace(None, EmbeddingCache(), tiling)
         if workflow == "clicks":
-            _clicks(ws, data, labels, entry, tiling)
+            _clicks(ws, data, labels, entry, tiling, [] if notes is None else notes)
         elif workflow == "refine":
             _refine(ws, data, labels, entry)
+        elif workflow == "automatic":
+            _automatic(ws, data, labels, entry)
+        elif workflow == "propagate":
+            _propagate(ws, data, labels, entry, tiling)
         else:
             _text(ws, data, labels, entry)
     return labels

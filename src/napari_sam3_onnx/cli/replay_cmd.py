@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import api
 from ..api.bundles import resolve_bundle
-from ..api.dock_replay import DOCK, replay_commits
+from ..api.dock_replay import DOCK, NOTHING, replay_commits, replayable
 from ..api.io import InputError, read_image
 from ..api.labels_files import write_labels
 from ..api.provenance import (
@@ -135,7 +135,10 @@ def replay_dock(record: Provenance, args: argparse.Namespace, image: Path) -> in
     data = read_image(image)
     rgb = any(bool(c.get("rgb")) for c in commits)
     shape = tuple(int(s) for s in (data.shape[:-1] if rgb else data.shape))
-    labels = replay_commits(bundle, data, commits, shape)
+    notes: list[str] = []
+    labels = replay_commits(bundle, data, commits, shape, notes)
+    for note in notes:
+        print(f"note: {note}", flush=True)
     precision = bundle.adapter.precision or _declared_precision(str(args.bundle))
     info = bundle_info(bundle.folder, bundle.layout, precision)
     new = make_record(DOCK, info, image, data.shape, record.prompts, record.settings)
@@ -165,6 +168,8 @@ def _labels(path: Path) -> np.ndarray:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Run a recorded output's prompts again into --out; compare the result with the record."""
     record = read_provenance(args.output)
+    if record.workflow == DOCK and not replayable(record):
+        raise InputError(f"{args.output} cannot be replayed: {NOTHING}.")
     if args.image is None and not record.image.get("path"):
         raise InputError(f"{args.output} records no image file (the dock's image was not read "
                          "from one); give the image with --image.")
@@ -202,6 +207,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     mean = float(np.mean(list(ious.values()))) if ious else 1.0
     print(f"replay: {len(ious)} recorded object(s), mean best IoU {mean:.3f}; IoU per object "
           f"(worst first): {text}{more}")
+    held = record.settings.get("held_before_commits") if record.workflow == DOCK else None
+    if held:
+        print(f"note: the layer held {held} labelled pixel(s) before its first dock commit "
+              "(painted or opened); those are not in the record, so the replay gives the "
+              "commits alone.")
     if same_bundle:
         print(f"error: the same bundle ({now.digest[:19]}) on the same data did not reproduce "
               f"{args.output}: the labels differ.", flush=True)

@@ -9,7 +9,7 @@ All planes are ``(rows, cols)``; ``values`` are integer ids, 0 = nothing to writ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -77,3 +77,38 @@ def apply(current: np.ndarray, values: np.ndarray, where: np.ndarray | None = No
     out = np.array(current, copy=True)
     out[change] = np.asarray(values)[change]
     return out
+
+
+def propagated(current: np.ndarray, owner: np.ndarray, carried: Iterable[int],
+               replace: Iterable[int] = (), overwrite: bool = False) -> np.ndarray:
+    """A plane after one propagated slice is written into it (the Propagate tab's rule).
+
+    Parameters
+    ----------
+    current : numpy.ndarray
+        ``(rows, cols)`` int, the plane as it is.
+    owner : numpy.ndarray
+        ``(rows, cols)`` int, the object id each pixel goes to on this slice (0: none), as
+        :class:`~napari_sam3_onnx.engine.tracking.labels.LabelWriter` resolves overlaps.
+    carried : iterable of int
+        The objects the slice has an output for (present or not).
+    replace : iterable of int
+        Objects whose earlier pixels give way on each slice they have an output on (a
+        re-propagation replaces, never layers on top).
+    overwrite : bool
+        Write over other objects' pixels too. Off: only background and the object's own.
+
+    Returns
+    -------
+    numpy.ndarray
+        The new plane (a new array of ``current``'s dtype).
+    """
+    current, owner = np.asarray(current), np.asarray(owner)
+    new = np.array(current, copy=True)
+    for oid in set(int(i) for i in carried) & set(int(i) for i in replace):
+        new[current == oid] = 0
+    ok = owner > 0
+    if not overwrite:
+        ok &= (new == 0) | (new == owner)
+    new[ok] = owner[ok]
+    return new

@@ -42,7 +42,7 @@ from napari_sam3_onnx._napari.automatic.mode import (
 from napari_sam3_onnx._napari.automatic.output import PREVIEW, AutoOutput, nothing_found
 from napari_sam3_onnx._napari.automatic.settings_box import SettingsBox
 from napari_sam3_onnx._napari.automatic.tiling_note import bracketed, tiling_note
-from napari_sam3_onnx._napari.commit_entries import run_entry
+from napari_sam3_onnx._napari.commit_entries import automatic_entry, committed
 from napari_sam3_onnx._napari.generator_run import GeneratorRun, plane_shown
 from napari_sam3_onnx._napari.hints import contrast_hint
 from napari_sam3_onnx._napari.host import DockHost, follow_dock
@@ -72,6 +72,7 @@ class AutoPanel(QWidget):
         self._job: TrackedJob | None = None  # the tracked run's planes (None: per plane)
         self._tracked: TrackedRun | None = None  # what the tracked run returned
         self._run_info: tuple = ()  # (settings, first slice's ref) of the run
+        self._entry: dict = {}  # the run's commit-log entry (made as it starts)
         self.explain = wrapped_label(NO_MODEL)
         self.mode = ModeControl()
         self.mode.mode.currentIndexChanged.connect(lambda _i: self._mode_changed())
@@ -213,6 +214,9 @@ class AutoPanel(QWidget):
                                  "on the key slice" if job is not None else "per plane")
         self._job, self._tracked, self._total = job, None, len(refs)
         self._run_info = (settings, refs[0])
+        self._entry = automatic_entry(self.host.model.workspace, image, refs, asdict(settings),
+                                      None if job is not None else self.settings.link_value,
+                                      None if job is None else job.key)
         work: tuple  # the worker's generator function and its arguments
         if job is None:  # the API's loop on the shared (single-flight) embedding cache
             embed = partial(encoder.embed, need=Capability.ENCODE)  # the automatic's encoder
@@ -285,10 +289,8 @@ class AutoPanel(QWidget):
         if not out.objects:  # never an empty layer
             self._say("The preview holds no object: nothing to commit.", warn=True)
             return
-        settings = asdict(self._run_info[0]) if self._run_info else {}
         layer, n = out.commit(self.target.currentData(),
-                              run_entry("automatic", self.host.model.workspace, out.image,
-                                        settings))
+                              committed(self._entry, [index for index, _ in out.planes]))
         self.output = None
         self._say(f"{n} object(s) written to '{layer.name}'. One undo (Ctrl+Z on that layer) "
                   f"removes them.{out.kept}")

@@ -28,6 +28,7 @@ from qtpy.QtWidgets import (
 )
 
 from napari_sam3_onnx._napari import layers
+from napari_sam3_onnx._napari.commit_entries import seed_prompts
 from napari_sam3_onnx._napari.compact import compact, compact_combo
 from napari_sam3_onnx._napari.host import DockHost
 from napari_sam3_onnx._napari.propagate.run import LastRun, PropagationRunner, RunSpec
@@ -209,6 +210,7 @@ class PropagationPanel(QWidget):
             if self.from_preview.isChecked():
                 spec.seeds = preview_seeds(self.host.session, self._index(), self._k(),
                                            spec.target.data)
+                spec.prompts = seed_prompts(self.host.session, spec.seeds, self._index())
             else:
                 ids = parse_ids(self.ids.text()) if self.from_ids.isChecked() else None
                 plane = spec.target.data[self._index()]
@@ -232,6 +234,9 @@ class PropagationPanel(QWidget):
             plane = np.asarray(now.target.data[self._index()])
             fixes = match_corrections(objects, plane, sorted(self.last.spec.seeds), hint)
             spec = self.last.correction(now, fixes, self._k())
+            spec.prompts = {**spec.prompts, **seed_prompts(
+                self.host.session, {o: [s for s in spec.seeds[o] if s.index == self._k()]
+                                    for o in fixes}, self._index())}
         except (Sam3OnnxError, ValueError) as exc:
             self._warn(str(exc))
             return False

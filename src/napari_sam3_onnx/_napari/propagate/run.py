@@ -19,7 +19,7 @@ from qtpy.QtCore import QObject, Signal
 from qtpy.QtWidgets import QProgressBar
 
 from napari_sam3_onnx._napari import layers
-from napari_sam3_onnx._napari.commit_entries import propagate_entry
+from napari_sam3_onnx._napari.commit_entries import propagate_entry, propagate_finished
 from napari_sam3_onnx._napari.generator_run import GeneratorRun, plane_shown
 from napari_sam3_onnx._napari.propagate.writer import RunWriter
 from napari_sam3_onnx.api.propagate import PropagationStep, iter_propagate
@@ -54,6 +54,9 @@ class RunSpec:
         run, if it completes, no longer reaches).
     correction : bool
         A re-run of the last run's objects from corrections (it updates that run's record).
+    prompts : dict[str, dict]
+        The click-preview chains of prompt seeds, ``"oid:k"`` -> JSON (the commit log's
+        :func:`~napari_sam3_onnx._napari.commit_entries.seed_prompts`), for replay.
     """
 
     image: Image
@@ -68,6 +71,7 @@ class RunSpec:
     replace: frozenset[int] = frozenset()
     previous: dict[int, set[int]] = field(default_factory=dict)
     correction: bool = False
+    prompts: dict[str, dict] = field(default_factory=dict)
 
 
 class LastRun:
@@ -89,6 +93,7 @@ class LastRun:
         """Record a finished run (``complete``: not cancelled, no error)."""
         if spec.correction and self.spec is not None:  # update the corrected objects
             self.spec.seeds.update(spec.seeds)
+            self.spec.prompts.update(spec.prompts)
             for oid in spec.replace:
                 old = set() if complete else self.slices.get(oid, set())
                 self.slices[oid] = old | set(slices.get(oid, set()))
@@ -234,6 +239,8 @@ class PropagationRunner(QObject):
             for oid in spec.replace:  # slices the earlier run reached and this one did not
                 for k in sorted(spec.previous.get(oid, set()) - writer.slices.get(oid, set())):
                     writer.clear(k, [oid])
-        writer.finish(self._entry)
+        complete = result is not None and not result.cancelled
+        writer.finish(None if self._entry is None else
+                      propagate_finished(self._entry, writer.steps, complete))
         self.spec, self.finished_spec = None, spec
         self.done.emit(result, self.job.error)

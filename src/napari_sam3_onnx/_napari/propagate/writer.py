@@ -17,6 +17,7 @@ from napari.layers import Labels
 
 from napari_sam3_onnx._napari.labels_writer import LiveWrite, plane_indices
 from napari_sam3_onnx.engine.encoding import lead_index
+from napari_sam3_onnx.engine.labels_merge import propagated
 from napari_sam3_onnx.engine.tracking.labels import LabelWriter
 from napari_sam3_onnx.engine.tracking.steps import SliceOutput
 
@@ -70,6 +71,8 @@ class RunWriter:
         Per object id, the slices the run gave it an output on (present or not).
     written : set[int]
         Slices where at least one pixel changed.
+    steps : int
+        Slices handed to :meth:`write` (with outputs, possibly none present).
     """
 
     def __init__(self, target: Labels, axis: int, fixed: tuple[int, ...], overwrite: bool,
@@ -78,6 +81,7 @@ class RunWriter:
         self.overwrite, self.replace = bool(overwrite), frozenset(int(i) for i in replace)
         self.slices: dict[int, set[int]] = {}
         self.written: set[int] = set()
+        self.steps = 0  # slices handed to write (the run's commit-log entry records them)
         self.refused: dict[int, set[int]] = {}  # slice -> ids of the objects that kept pixels
         self._live = LiveWrite(target)
         self.closed = False
@@ -91,21 +95,20 @@ class RunWriter:
 
         ``refresh=False`` leaves the redraw to the caller (one per batch of slices).
         """
-        if self.closed or not outputs:
+        if self.closed:
+            return
+        self.steps += 1  # a replay stops after as many (a cancelled run)
+        if not outputs:
             return
         for oid in outputs:
             self.slices.setdefault(int(oid), set()).add(int(k))
         lead = self.lead(k)
         plane = np.array(self.target.data[lead])  # a copy, not a view
         owner = owner_plane(outputs, plane.shape)
-        new = plane.copy()
-        for oid in set(outputs) & self.replace:
-            new[plane == oid] = 0
-        ok = owner > 0
+        # The one rule a replay of the saved layer applies too (engine/labels_merge.py).
+        new = propagated(plane, owner, list(outputs), self.replace, self.overwrite)
         if not self.overwrite:
-            ok &= (new == 0) | (new == owner)
-            self._note_refused(k, owner, ok, new)
-        new[ok] = owner[ok]
+            self._note_refused(k, owner, (owner > 0) & (new == owner), new)
         self._apply(k, lead, plane, new, refresh)
 
     def _note_refused(self, k: int, owner: np.ndarray, ok: np.ndarray, plane: np.ndarray) -> None:
