@@ -9,9 +9,11 @@ full-width weights (~56 MB a block, inline like the exporter writes them below p
 23, 31), renaming each copy's node names, produced tensors and weights, and writes the result
 streamed in the exporter's field order: ``ir_version``, ``producer_*``, the graph (nodes,
 initializers with ``raw_data``, inputs, outputs, value infos), ``opset_import``. The result has
-~7,600 nodes and ~1.8 GB of inline weights, the full-depth export's size (the full export's
-header: same per-block pattern). Its copies are not chained (each copied block reads the
-template block's input), so it is a file to *open*, not to run.
+8,437 nodes, 331 initializers and 1.8 GB of inline weights, the full-depth export's size (the
+full export's header: the same per-block pattern). Its copies are not chained (each copied
+block reads the template block's input; its tensors and weights carry a ``__bN`` suffix, the
+last block keeps the template's output names, which the neck reads), so it is a file to
+*open*, not to run.
 
 Usage::
 
@@ -68,17 +70,18 @@ def _copies(graph, inits: dict, template: int, block: int, last: bool) -> Iterat
 
     lo, hi = _block_range(graph, template)
     nodes = graph.node[lo:hi]
-    if block == template or (last and template != 0):
+    if block == template:
         yield list(nodes), [inits[n] for n in _weights(nodes, inits)]
         return
     produced = {o for n in nodes for o in n.output}
     own = _weights(nodes, inits)
     tag = f"blocks.{template}"
+    keep = produced if last else set()  # the last block's outputs feed the neck: kept
 
     def rename(name: str) -> str:
-        if name not in produced and name not in own:
-            return name  # read from outside the block: kept
-        return name.replace(tag, f"blocks.{block}") if tag in name else f"{name}__b{block}"
+        if name in keep or (name not in produced and name not in own):
+            return name  # read from outside the block (or read by the neck): kept
+        return f"{name}__b{block}"  # unique: no copy's tensor takes another block's name
 
     out_nodes = []
     for n in nodes:
