@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from napari_sam3_onnx._napari.model import panel as model_panel
+from napari_sam3_onnx._napari.model import bundle_words as model_panel  # the words the panel shows
 from napari_sam3_onnx.models.bundle import open_adapter
 
 

@@ -5,6 +5,10 @@ file. ONNX files are protobuf ``ModelProto`` messages, so this module walks the 
 **seeks past** every large field (initializer data, node lists), reading only the graph's
 ``input``/``output`` value infos and the initializers' names and external-data references.
 
+The file is read in big chunks and the walk runs over bytes in memory (no call per byte), so a
+full-size encoder's header costs a few milliseconds of interpreter time, and an unchanged file
+is walked once (:mod:`.header_cache`).
+
 Field numbers follow onnx/onnx.proto (ModelProto.graph = 7; GraphProto.initializer = 5,
 input = 11, output = 12; ValueInfoProto.name = 1, type = 2; TypeProto.tensor_type = 1;
 Tensor.elem_type = 1, shape = 2; TensorShapeProto.dim = 1; Dimension.dim_value = 1,
@@ -15,11 +19,12 @@ from __future__ import annotations
 
 import io
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
 from .errors import CorruptModelError, ModelFileMissingError, ModelFileUnreadableError
+from .header_cache import HeaderCache
 
 # TensorProto.DataType -> numpy-style name (onnx.proto).
 ELEM_TYPES = {
@@ -209,15 +214,130 @@ def _parse_dim(buf: bytes) -> Dim:
     return None
 
 
-def _parse_initializer(f: BinaryIO, end: int) -> tuple[str, ExternalRef | None]:
+#: Bytes read at a time while walking a graph's fields: big reads (the interpreter is released
+#: while the OS copies) and a Python-level loop over bytes in memory, not a call per byte. A
+#: read after a jump (past a tensor's data) starts at :data:`FIRST_READ` and doubles while the
+#: walk goes on reading where the last read ended, up to this.
+CHUNK = 1 << 20
+FIRST_READ = 4096
+#: A key and a length varint together take at most this many bytes (10 + 10).
+_HEAD = 20
+
+
+class _Window:
+    """A file read in :data:`CHUNK`-sized pieces: the bytes around a position without a syscall.
+
+    :meth:`at` returns the chunk holding ``[pos, pos + n)`` and ``pos``'s index in it; a large
+    field (a tensor's ``raw_data``) is passed over by position and never read.
+    """
+
+    __slots__ = ("_base", "_buf", "_f", "_next")
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f, self._buf, self._base, self._next = f, b"", 0, FIRST_READ
+
+    def at(self, pos: int, n: int) -> tuple[bytes, int]:
+        i = pos - self._base
+        if i < 0 or i + n > len(self._buf):
+            on = 0 <= i <= len(self._buf)  # reading on from the last read, not jumping
+            self._next = min(2 * self._next, CHUNK) if on else FIRST_READ
+            self._f.seek(pos)
+            self._buf, self._base, i = self._f.read(max(n, self._next)), pos, 0
+            if len(self._buf) < n:
+                raise _Truncated
+        return self._buf, i
+
+    def read(self, pos: int, n: int) -> bytes:
+        if n > CHUNK:  # not kept in the window
+            self._f.seek(pos)
+            data = self._f.read(n)
+            if len(data) < n:
+                raise _Truncated
+            return data
+        buf, i = self.at(pos, n)
+        return buf[i:i + n]
+
+
+def _uvarint(buf: bytes, i: int, end: int) -> tuple[int, int]:
+    """The varint at ``buf[i]`` (not past ``buf[end]``) and the index after it."""
+    if i >= end:
+        raise _Truncated
+    byte = buf[i]
+    if byte < 0x80:
+        return byte, i + 1
+    value, shift = byte & 0x7F, 7
+    i += 1
+    while True:
+        if i >= end:
+            raise _Truncated
+        byte = buf[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i
+        shift += 7
+        if shift > 70:
+            raise ValueError("varint too long")
+
+
+def _walk(win: _Window, pos: int, end: int):
+    """:func:`_fields` over the file bytes ``[pos, end)`` through ``win``.
+
+    Yields ``(field_number, wire_type, length_or_value, start)``; for wire type 2, ``start``
+    is where the field's bytes begin and the walk goes on at ``start + length`` whatever the
+    caller reads. One-byte keys and lengths are decoded inline (a node list is thousands of
+    them).
+    """
+    buf, base = b"", pos  # this walk's own view: the caller may move the window meanwhile
+    while pos < end:
+        i, need = pos - base, min(_HEAD, end - pos)
+        if i < 0 or len(buf) - i < need:
+            buf, i = win.at(pos, need)
+            base = pos - i
+        stop = min(len(buf), i + end - pos)
+        key = buf[i]
+        j = i + 1
+        if key >= 0x80:
+            key, j = _uvarint(buf, i, stop)
+        number, wire = key >> 3, key & 7
+        if wire == 2:
+            if j >= stop:
+                raise _Truncated
+            length = buf[j]
+            j += 1
+            if length >= 0x80:
+                length, j = _uvarint(buf, j - 1, stop)
+            start = pos + (j - i)
+            if start + length > end:
+                raise _Truncated
+            yield number, wire, length, start
+            pos = start + length
+        elif wire == 0:
+            value, j = _uvarint(buf, j, stop)
+            pos += j - i
+            yield number, wire, value, pos
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            at = pos + (j - i)
+            if at + width > end:
+                raise _Truncated
+            data = win.read(at, width)
+            pos = at + width
+            yield number, wire, int.from_bytes(data, "little"), pos
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+
+
+def _parse_initializer(win: _Window, pos: int, end: int) -> tuple[str, ExternalRef | None]:
+    """Name and external-data reference of the TensorProto in ``[pos, end)`` (data skipped)."""
     name = ""
     external: dict[str, str] = {}
     is_external = False
-    for num, wire, ln, st in _fields(f, end):
+    for num, wire, ln, st in _walk(win, pos, end):
         if num == 8 and wire == 2:
-            name = _read(f, st, ln).decode("utf-8")
+            name = win.read(st, ln).decode("utf-8")
         elif num == 13 and wire == 2:
-            entry = io.BytesIO(_read(f, st, ln))
+            entry = io.BytesIO(win.read(st, ln))
             key = value = ""
             for enum_, ewire, eln, est in _fields(entry, ln):
                 if ewire == 2 and enum_ in (1, 2):
@@ -237,6 +357,11 @@ def _parse_initializer(f: BinaryIO, end: int) -> tuple[str, ExternalRef | None]:
 
 def read_signature(path: Path | str) -> GraphSignature:
     """Read the inputs, outputs and external-data references of an ONNX file.
+
+    The file is walked field by field in :data:`CHUNK`-sized reads; node lists and tensor data
+    are passed over by their lengths, so a 1.8 GB encoder costs its ~8,000 node headers and a
+    few big reads. An unchanged file (same device, inode, size, mtime and ctime) is read once:
+    :data:`SIGNATURES` keeps the answer.
 
     Parameters
     ----------
@@ -258,37 +383,40 @@ def read_signature(path: Path | str) -> GraphSignature:
     path = Path(path)
     if not path.is_file():
         raise ModelFileMissingError(path)
-    size = path.stat().st_size
-    if size == 0:
+    if path.stat().st_size == 0:
         raise CorruptModelError(path, "the file is empty")
     if not os.access(path, os.R_OK):
         raise ModelFileUnreadableError(path)
+    signature = SIGNATURES.get(path, _read_signature)  # kept by inode: another name of it
+    return signature if signature.path == path else replace(signature, path=path)
+
+
+def _read_signature(path: Path, f: BinaryIO, size: int) -> GraphSignature:
+    """:func:`read_signature`'s walk over the open file ``f`` of ``size`` bytes."""
+    win = _Window(f)
     try:
-        with path.open("rb") as f:
-            graph = None
-            for num, wire, ln, st in _fields(f, size):
-                if num == 7 and wire == 2:
-                    graph = (st, ln)
-            if graph is None:
-                raise CorruptModelError(path, "no graph found in the file")
-            start, length = graph
-            f.seek(start)
-            inputs: list[TensorInfo] = []
-            outputs: list[TensorInfo] = []
-            init_names: set[str] = set()
-            refs: list[ExternalRef] = []
-            for num, wire, ln, st in _fields(f, start + length):
-                if wire != 2:
-                    continue
-                if num in (11, 12):
-                    info = _parse_value_info(_read(f, st, ln))
-                    (inputs if num == 11 else outputs).append(info)
-                elif num == 5:
-                    f.seek(st)
-                    name, ref = _parse_initializer(f, st + ln)
-                    init_names.add(name)
-                    if ref is not None:
-                        refs.append(ref)
+        graph = None
+        for num, wire, ln, st in _walk(win, 0, size):
+            if num == 7 and wire == 2:
+                graph = (st, ln)
+        if graph is None:
+            raise CorruptModelError(path, "no graph found in the file")
+        start, length = graph
+        inputs: list[TensorInfo] = []
+        outputs: list[TensorInfo] = []
+        init_names: set[str] = set()
+        refs: list[ExternalRef] = []
+        for num, wire, ln, st in _walk(win, start, start + length):
+            if wire != 2:
+                continue
+            if num in (11, 12):
+                info = _parse_value_info(win.read(st, ln))
+                (inputs if num == 11 else outputs).append(info)
+            elif num == 5:
+                name, ref = _parse_initializer(win, st, st + ln)
+                init_names.add(name)
+                if ref is not None:
+                    refs.append(ref)
     except (_Truncated, ValueError, UnicodeDecodeError) as exc:
         reason = "the file ends early" if isinstance(exc, _Truncated) else str(exc) or "bad bytes"
         raise CorruptModelError(path, reason) from exc
@@ -296,6 +424,10 @@ def read_signature(path: Path | str) -> GraphSignature:
         raise CorruptModelError(path, "the graph declares no outputs")
     inputs = [t for t in inputs if t.name not in init_names]
     return GraphSignature(path, tuple(inputs), tuple(outputs), tuple(refs))
+
+
+#: Signatures already read, by file identity (:class:`.header_cache.HeaderCache`).
+SIGNATURES: HeaderCache[GraphSignature] = HeaderCache()
 
 
 def check_external_data(signature: GraphSignature) -> None:

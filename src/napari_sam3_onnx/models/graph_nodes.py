@@ -17,12 +17,13 @@ import io
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import numpy as np
 
 from .errors import CorruptModelError
-from .graph_info import _fields, _read, _Truncated, _varint
+from .graph_info import _fields, _read, _Truncated, _varint, _walk, _Window
+from .header_cache import HeaderCache
 
 #: Initializers / Constant tensors with at most this many elements keep their values.
 SMALL = 64
@@ -164,31 +165,57 @@ def _node(buf: bytes) -> Node:
 def read_nodes(path: Path | str) -> GraphNodes:
     """The top-level nodes and small initializers of an ONNX file.
 
+    Read in big chunks (large initializers passed over by length); an unchanged file is read
+    once (:data:`NODES`). Callers only read the answer: it is shared.
+
     Raises
     ------
     CorruptModelError
         The file is truncated or not an ONNX model.
     """
-    path = Path(path)
-    size = path.stat().st_size
+    return NODES.get(Path(path), _read_nodes)
+
+
+def _read_nodes(path: Path, f: BinaryIO, size: int) -> GraphNodes:
+    win = _Window(f)
     try:
-        with path.open("rb") as f:
-            graph = next(((st, ln) for num, wire, ln, st in _fields(f, size)
-                          if num == 7 and wire == 2), None)
-            if graph is None:
-                raise CorruptModelError(path, "no graph found in the file")
-            start, length = graph
-            f.seek(start)
-            nodes, inits = [], {}
-            for num, wire, ln, st in _fields(f, start + length):
-                if wire != 2:
-                    continue
-                if num == 1:
-                    nodes.append(_node(_read(f, st, ln)))
-                elif num == 5:
-                    f.seek(st)
-                    name, value = _tensor(f, st + ln)
-                    inits[name] = value
+        graph = next(((st, ln) for num, wire, ln, st in _walk(win, 0, size)
+                      if num == 7 and wire == 2), None)
+        if graph is None:
+            raise CorruptModelError(path, "no graph found in the file")
+        start, length = graph
+        nodes, inits = [], {}
+        for num, wire, ln, st in _walk(win, start, start + length):
+            if wire != 2:
+                continue
+            if num == 1:
+                nodes.append(_node(win.read(st, ln)))
+            elif num == 5:
+                name, value = _tensor(cast(BinaryIO, _WindowFile(win, st)), st + ln)
+                inits[name] = value
     except (_Truncated, ValueError, UnicodeDecodeError, struct.error) as exc:
         raise CorruptModelError(path, str(exc) or "bad bytes") from exc
     return GraphNodes(tuple(nodes), inits)
+
+
+class _WindowFile:
+    """A file-like view of a :class:`~.graph_info._Window` at ``pos`` (for :func:`_tensor`)."""
+
+    def __init__(self, win: _Window, pos: int) -> None:
+        self._win, self._pos = win, pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self._pos = pos if whence == 0 else self._pos + pos
+        return self._pos
+
+    def read(self, n: int) -> bytes:
+        data = self._win.read(self._pos, n)  # exactly n bytes, or _Truncated
+        self._pos += n
+        return data
+
+
+#: Node lists already read, by file identity (:class:`.header_cache.HeaderCache`).
+NODES: HeaderCache[GraphNodes] = HeaderCache(entries=16)

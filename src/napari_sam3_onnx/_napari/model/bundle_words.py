@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from napari_sam3_onnx._napari.model.precision_note import per_workflow_note
@@ -21,6 +22,7 @@ from napari_sam3_onnx.models.errors import Sam3OnnxError
 from napari_sam3_onnx.models.gate_verdicts import verdict_words, workflow_verdicts
 from napari_sam3_onnx.models.openvino_runtime import openvino_precision
 from napari_sam3_onnx.models.registry import home_dir
+from napari_sam3_onnx.models.runtime import device_label
 from napari_sam3_onnx.models.workflow_precision import WORKFLOWS, read_bf16
 
 TOY_NOTE = ("TOY TEST MODEL: tiny hand-written graphs that outline bright blobs, so every tab "
@@ -159,3 +161,35 @@ def capability_note(adapter: SamAdapter, toy: bool = False) -> str:
     if toy:
         note += f"<br><b style='color:orange'>{TOY_NOTE}</b>"
     return note
+
+
+@dataclass(frozen=True)
+class BundleWords:
+    """What the model section shows for an opened bundle (worked out off the Qt thread).
+
+    Attributes
+    ----------
+    name : str
+        The Model field's text (:func:`bundle_name`).
+    where : str
+        The folder's resolved path (the field's tooltip).
+    line : str
+        The model line with its notes, HTML (:func:`model_line`, :func:`capability_note`,
+        :func:`cpu_path_notes`).
+    """
+
+    name: str
+    where: str
+    line: str
+
+
+def bundle_words(folder: Path, adapter: SamAdapter, device: str, toy: bool) -> BundleWords:
+    """:class:`BundleWords` of ``adapter`` opened from ``folder`` for ``device``.
+
+    Reads the manifest, the gate's verdicts and the registry's folders (file system calls and
+    path resolution: ~20 ms), so the dock's background load works it out in its worker.
+    """
+    line = model_line(adapter, bundle_precision(folder), [device_label(device)], toy)
+    return BundleWords(bundle_name(folder, toy), str(folder.resolve()),
+                       f"{line}{capability_note(adapter, toy)}"
+                       f"{cpu_path_notes(folder, device, getattr(adapter, 'routes_bf16', False))}")

@@ -1,9 +1,11 @@
 """Opening a bundle for the dock: the slow part, which runs in a worker (no Qt here).
 
-Opening reads every graph's header (protobuf parsing: ~2 s for a full-size bundle) and, for a
-bundle with a language encoder, its tokenizer (a BPE vocabulary of ~50,000 merges). The model
-panel runs :func:`open_checked` in napari's thread pool when the user picks a folder, so the
-window keeps repainting meanwhile; only attaching the result happens on the Qt thread.
+Opening reads every graph's header (a chunked protobuf walk: ~10 ms of interpreter time for a
+full-size encoder's 8,000 nodes, kept by file identity afterwards) and, for a bundle with a
+language encoder, its tokenizer (a BPE vocabulary of ~50,000 merges, ~80 ms, kept likewise).
+The model panel runs :func:`open_checked` in napari's thread pool when the user picks a folder,
+with the model line's words (:func:`.bundle_words.bundle_words`), so the window keeps
+repainting meanwhile; only attaching the result and setting the texts happen on the Qt thread.
 """
 
 from __future__ import annotations

@@ -31,13 +31,7 @@ from qtpy.QtWidgets import (
 )
 
 from napari_sam3_onnx._napari import workers
-from napari_sam3_onnx._napari.model.bundle_words import (
-    bundle_name,
-    bundle_precision,
-    capability_note,
-    cpu_path_notes,
-    model_line,
-)
+from napari_sam3_onnx._napari.model.bundle_words import BundleWords, bundle_words
 from napari_sam3_onnx._napari.model.opener import Opened, Tickets, device_choices, open_checked
 from napari_sam3_onnx._napari.model.reach import check_reachable
 from napari_sam3_onnx._napari.model.store_check import StoreCheck, checking_text
@@ -46,7 +40,7 @@ from napari_sam3_onnx.api.workspace import Attachment, Workspace
 from napari_sam3_onnx.engine.concepts.search import TextCache
 from napari_sam3_onnx.models.base import Capability, SamAdapter
 from napari_sam3_onnx.models.errors import Sam3OnnxError
-from napari_sam3_onnx.models.runtime import RuntimeConfig, device_label
+from napari_sam3_onnx.models.runtime import RuntimeConfig
 
 
 class _Relay(QObject):
@@ -186,6 +180,7 @@ class ModelPanel(QWidget):
         target = self._target(folder, toy)
         if target is None:
             return None
+        self.loads.new()  # a background load still in flight no longer counts
         try:
             opened = open_checked(*target)
         except Sam3OnnxError as exc:
@@ -194,23 +189,34 @@ class ModelPanel(QWidget):
         return self._opened(target[0], opened)
 
     def load_in_background(self, folder: str | Path | None = None, toy: bool = False) -> None:
-        """:meth:`load` with the headers and tokenizer read in a worker; a later load wins."""
+        """:meth:`load` with the headers and tokenizer read in a worker; a later load wins.
+
+        The worker also works out what the model section will say (:func:`bundle_words`:
+        manifest, gate verdicts, registry paths), so the Qt thread only attaches the model
+        and sets the texts when it ends.
+        """
         target = self._target(folder, toy)
         if target is None:
             return
         ticket, path = self.loads.new(), target[0]
+        device, toy_now = self.device.currentText(), self.toy
         self.info.setText(f"Opening {path}...")
 
-        def done(opened) -> None:
+        def work(folder: Path, config: RuntimeConfig) -> tuple[Opened, BundleWords]:
+            opened = open_checked(folder, config)
+            return opened, bundle_words(folder, opened.adapter, device, toy_now)
+
+        def done(result) -> None:
             if self.loads.counts(ticket):
-                self._opened(path, cast(Opened, opened))
+                opened, words = cast(tuple[Opened, BundleWords], result)
+                self._opened(path, opened, words)
 
         def failed(exc: BaseException) -> None:
             if self.loads.counts(ticket):
                 self._failed(path, exc if isinstance(exc, Sam3OnnxError)
                              else Sam3OnnxError(workers.describe(exc)))
 
-        workers.start(open_checked, *target, on_result=done, on_error=failed)
+        workers.start(work, *target, on_result=done, on_error=failed)
 
     def _target(self, folder: str | Path | None, toy: bool) -> tuple[Path, RuntimeConfig] | None:
         """The folder to open (the field's, or ``folder``) and the device's configuration."""
@@ -238,20 +244,23 @@ class ModelPanel(QWidget):
         self._on_model()
         self.loaded.emit()
 
-    def _opened(self, folder: Path, opened: Opened | None) -> SamAdapter:
-        """Show the model ``opened`` from ``folder`` (None: the workspace's, already attached)."""
+    def _opened(self, folder: Path, opened: Opened | None,
+                words: BundleWords | None = None) -> SamAdapter:
+        """Show the model ``opened`` from ``folder`` (None: the workspace's, already attached).
+
+        ``words``: what to show, worked out in the load's worker (None: worked out here).
+        """
         if opened is not None:
             self.workspace.attach(opened.adapter, folder)
             if opened.texts is not None:
                 self.workspace.adopt_texts(opened.texts)
         adapter = cast(SamAdapter, self.workspace.adapter)
-        self._loaded = (folder, bundle_name(folder, self.toy))
-        self.folder.setText(self._loaded[1])
-        self.folder.setToolTip(str(folder.resolve()))
-        device = self.device.currentText()
-        line = model_line(adapter, bundle_precision(folder), [device_label(device)], self.toy)
-        notes = cpu_path_notes(folder, device, getattr(adapter, "routes_bf16", False))
-        self._line = f"{line}{capability_note(adapter, self.toy)}{notes}"
+        if words is None:
+            words = bundle_words(folder, adapter, self.device.currentText(), self.toy)
+        self._loaded = (folder, words.name)
+        self.folder.setText(words.name)
+        self.folder.setToolTip(words.where)
+        self._line = words.line
         (self._hand_on if opened is not None else self._changed)()
         return adapter
 

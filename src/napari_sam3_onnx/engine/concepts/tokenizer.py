@@ -19,6 +19,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
@@ -28,6 +29,7 @@ from napari_sam3_onnx.models.errors import (
     ModelFileUnreadableError,
     PromptError,
 )
+from napari_sam3_onnx.models.header_cache import HeaderCache
 
 START = "<|startoftext|>"
 END = "<|endoftext|>"
@@ -54,20 +56,52 @@ def bytes_to_unicode() -> dict[int, str]:
     return dict(zip(printable, map(chr, chars), strict=True))
 
 
-def _read_merges(path: Path) -> list[tuple[str, str]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    merges = []
-    for line in lines[1:]:  # the first line is a version header
-        parts = line.split()
-        if len(parts) == 2:
-            merges.append((parts[0], parts[1]))
+def _merge_lines(text: str, limit: int | None) -> list[tuple[str, str]]:
+    """The first ``limit`` merges (all: None) of a merges file's ``text``.
+
+    The first line is a version header. Lines past the ``limit``-th merge are not split at
+    all: CLIP's file has 262,144 lines and uses 48,894.
+    """
+    merges: list[tuple[str, str]] = []
+    rest = text.split("\n", 1)[1] if "\n" in text else ""
+    while rest and (limit is None or len(merges) < limit):
+        want = None if limit is None else limit - len(merges)
+        lines = rest.split("\n", -1 if want is None else want)
+        rest = lines.pop() if want is not None and len(lines) > want else ""
+        for line in lines:
+            parts = line.split()
+            if len(parts) == 2:
+                merges.append((parts[0], parts[1]))
     return merges
 
 
+def _read_merges(path: Path, limit: int | None = None) -> list[tuple[str, str]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return _merge_lines(f.read(), limit)
+
+
+def _built_from_merges(path: Path, f: BinaryIO, _size: int) -> Tokenizer:
+    """CLIP's tokenizer from the merges file open as ``f`` (``path`` names it)."""
+    data = gzip.GzipFile(fileobj=f).read() if path.suffix == ".gz" else f.read()
+    text = data.decode("utf-8")
+    if "\r" in text:  # universal newlines, as a text-mode read gives
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return build_clip_tokenizer(_merge_lines(text, CLIP_MERGES))
+
+
+#: CLIP tokenizers built from a merges file, by the file's identity: reopening a bundle (another
+#: device, the dock closed and opened) does not build its 49,408-token BPE again. A
+#: ``tokenizers.Tokenizer`` is only read from (encode, decode), so one is shared.
+BUILT: HeaderCache[Tokenizer] = HeaderCache(entries=4)
+
+
+#: The merges CLIP keeps (49,152 - 256 - 2), which gives 49,408 ids.
+CLIP_MERGES = 48894
+
+
 def build_clip_tokenizer(
-    merges: list[tuple[str, str]], max_merges: int | None = 48894
+    merges: list[tuple[str, str]], max_merges: int | None = CLIP_MERGES
 ) -> Tokenizer:
     """Build CLIP's BPE tokenizer from its merge list.
 
@@ -133,7 +167,7 @@ class ClipTokenizer:
             if tok.get_vocab_size() != len(vocab):
                 raise ValueError("vocab.json does not match merges.txt")
             return cls(tok, context_length)
-        return cls(build_clip_tokenizer(_read_merges(path)), context_length)
+        return cls(BUILT.get(path, _built_from_merges), context_length)
 
     @classmethod
     def from_folder(cls, folder: Path | str, context_length: int = 32) -> ClipTokenizer:
