@@ -6,7 +6,12 @@ and is told by the Clicks session where the user is (:meth:`AheadControl.follow`
 is on by default where the machine's available memory holds two more embeddings
 (:func:`default_on`). The scheduler works in its own thread; a 250 ms timer on the Qt thread
 copies its state into the status line ("encoding z=13 ahead", "paused: your encode first"), so
-the Qt thread never waits on it.
+the Qt thread never waits on it. The line never changes the dock's size while the switch is on:
+it stays shown (idle: "up to date") at one line's height, and its width does not follow its
+text (a long image name). Hiding it when there was nothing to say and showing it again made
+the dock lay itself out between two background encodes, which in a shown window resized and
+redrew the viewer's canvas on the Qt thread: the longest event-loop stalls while encoding ahead
+(see docs/performance.md).
 
 With a series open (:meth:`AheadControl.follow_series`), the next image of the series comes
 after the planes ahead: it is read and encoded in the scheduler's thread, and the layer that
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 from napari.layers import Image
 from qtpy.QtCore import QTimer
-from qtpy.QtWidgets import QCheckBox, QLabel, QVBoxLayout, QWidget
+from qtpy.QtWidgets import QCheckBox, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from napari_sam3_onnx._napari.layers import image_source, index_label, plane_shape
 from napari_sam3_onnx.api.clicks import clicks_need
@@ -43,6 +48,8 @@ AHEAD_TIP = ("While you look at a plane, encode it and the next planes in the di
              "the attached store.")
 #: How often the status line reads the scheduler's state.
 POLL_MS = 250
+#: The status line's words while encode ahead is on with nothing to do.
+IDLE_TEXT = "Encode ahead: up to date"
 
 
 def default_on() -> bool:
@@ -73,6 +80,10 @@ class AheadControl(QWidget):
         self.scheduler.enabled = self.box.isChecked()
         self.line = QLabel("")
         self.line.setObjectName("encodeAheadStatus")
+        self.line.setWordWrap(False)  # one line: its height never changes
+        # its text never widens the dock (a wider dock is a narrower, redrawn canvas)
+        self.line.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.line.setMinimumWidth(0)
         self.line.setVisible(False)
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
@@ -144,7 +155,7 @@ class AheadControl(QWidget):
     def refresh(self) -> None:
         """Copy the scheduler's state into the status line (the poll timer's slot)."""
         state = self.scheduler.state
-        text = ""
+        text = IDLE_TEXT if self.on else ""
         if state.text:
             text = f"Encode ahead: {state.text}"
             image = self._image
@@ -152,7 +163,9 @@ class AheadControl(QWidget):
                 text = text.replace(f"z={state.ref.index[-1]}", index_label(image, state.ref.index))
         if self.line.text() != text:
             self.line.setText(text)
-        self.line.setVisible(bool(text))
+            self.line.setToolTip(text)  # in full, where the dock is narrower than the text
+        if self.line.isHidden() == bool(text):
+            self.line.setVisible(bool(text))  # only when switched on or off
 
     def close_scheduler(self) -> None:
         """Stop the background work and its thread (the dock is going away)."""
