@@ -11,6 +11,7 @@ import pytest
 from _slow_graph import SlowAdapter, build_slow_graph
 from napari_sam3_onnx.engine.encode_ahead import (
     EncodeAhead,
+    Pending,
     available_bytes,
     memory_allows,
     planes_ahead,
@@ -210,3 +211,56 @@ def test_switched_off_it_stops_and_encodes_nothing(slow_graph, make):
     threading.Timer(0.2, done.set).start()
     done.wait()
     assert len(encoder.cache) == 0
+
+
+def test_a_pending_image_is_read_in_the_background_and_kept_over_replans(slow_graph, make):
+    data = stack()
+    adapter = SlowAdapter(slow_graph)
+    encoder = SliceEncoder(adapter)  # type: ignore[arg-type]
+    ahead = make(encoder, ahead=1)
+    reads: list[str] = []
+
+    def resolve():
+        reads.append(threading.current_thread().name)
+        return SliceRef(data[7], (), window=(0.0, 255.0), source="next")
+
+    ahead.series = lambda count: [Pending("image 2", resolve)]
+    current = SliceRef(data[2], (), window=(0.0, 255.0), source="this")
+    plan = ahead.follow(current, ())
+    assert plan[0] == current and plan[1] == Pending("image 2", resolve)
+    until(lambda: ahead.state.kind == "encoding" and 75 in adapter.started)
+    assert ahead.state.text == "encoding the next image ahead"
+    ahead.follow(current, ())  # the user clicks on again: the next image's encode goes on
+    ahead.follow(current, ())
+    assert ahead.wait_idle(WAIT)
+    assert ahead.preempted == 0 and adapter.started.count(75) == 1
+    assert reads == ["encode-ahead"]  # read in the background thread, once
+    assert encoder.key(SliceRef(data[7], (), window=(0.0, 255.0), source="next")) in \
+        encoder.cache
+
+
+def test_a_user_encode_preempts_a_pending_image_which_is_requeued(slow_graph, make):
+    data = stack()
+    adapter = SlowAdapter(slow_graph)
+    encoder = SliceEncoder(adapter)  # type: ignore[arg-type]
+    ahead = make(encoder, ahead=1)
+    nxt = SliceRef(data[7], (), window=(0.0, 255.0), source="next")
+    ahead.series = lambda count: [Pending("image 2", lambda: nxt)]
+    ahead.follow(SliceRef(data[2], (), window=(0.0, 255.0), source="this"), ())
+    until(lambda: ahead.state.kind == "encoding" and 75 in adapter.started)
+    user = encoder.embed(ref(data, 1))  # the user's own encode
+    assert user.features["f"].max() == 15 and ahead.preempted == 1
+    assert ahead.wait_idle(WAIT)
+    assert adapter.finished == [25, 15, 75]  # this image, the user's, the next (re-queued)
+    assert encoder.key(nxt) in encoder.cache
+    assert adapter.started.count(75) == 2 and adapter.finished.count(75) == 1
+
+
+def test_a_pending_image_that_resolves_to_nothing_is_skipped(quick_graph, make):
+    encoder = SliceEncoder(SlowAdapter(quick_graph))  # type: ignore[arg-type]
+    ahead = make(encoder, ahead=2)
+    ahead.series = lambda count: [Pending("unreadable", lambda: None)]
+    image = np.zeros((6, 11), np.uint8)
+    ahead.follow(SliceRef(image, (), window=(0.0, 255.0), source="this"), ())
+    assert ahead.wait_idle(WAIT) and len(encoder.cache) == 1
+    assert ahead.state.kind == "idle"

@@ -26,6 +26,9 @@ PREVIEW_NAME = "SAM preview"
 OBJECTS_NAME = "SAM objects"
 #: ``layer.metadata`` key naming the image (``unique_id``) and role a prompt layer serves.
 OWNER_KEY = "napari_sam3_onnx_image"
+#: ``layer.metadata`` key of an image layer showing data read before the layer existed (the
+#: next image of a series, encoded ahead): ``{"source": ..., "layer": str(unique_id)}``.
+SOURCE_KEY = "napari_sam3_onnx_source"
 
 #: Points feature holding each click's polarity.
 FEATURE = "positive"
@@ -308,10 +311,37 @@ def on_plane(coords: np.ndarray, index: tuple[int, ...]) -> np.ndarray:
 
 def contrast_window(image: Image) -> tuple[float, float] | None:
     """The window the model sees the image through: none for uint8 RGB, else the display's."""
-    if image.rgb and np.dtype(base_data(image).dtype) == np.uint8:
+    return window_of(base_data(image), bool(image.rgb), image.contrast_limits)
+
+
+def window_of(data, rgb: bool, limits) -> tuple[float, float] | None:
+    """The window the model sees ``data`` shown with contrast ``limits`` through.
+
+    None for uint8 RGB (the colours as they are), else the limits as floats.
+    """
+    if rgb and np.dtype(data.dtype) == np.uint8:
         return None
-    lo, hi = image.contrast_limits
+    lo, hi = limits
     return float(lo), float(hi)
+
+
+def image_source(image: Image) -> Hashable:
+    """What names ``image``'s planes in cache keys (``SliceRef.source``).
+
+    The layer's ``unique_id``; or, for a layer made to show data read ahead of it (see
+    :func:`set_source`), that read's name, so what was encoded before the layer existed is
+    found. A copy of such a layer (napari's Duplicate copies the metadata) has another
+    ``unique_id`` and is named by it: its data may change apart from the original's.
+    """
+    tag = image.metadata.get(SOURCE_KEY)
+    if isinstance(tag, dict) and tag.get("layer") == str(image.unique_id):
+        return tag["source"]
+    return image.unique_id
+
+
+def set_source(image: Image, source: Hashable) -> None:
+    """Name ``image``'s planes ``source`` in cache keys (data read before the layer existed)."""
+    image.metadata[SOURCE_KEY] = {"source": source, "layer": str(image.unique_id)}
 
 
 def slice_ref(image: Image, index: tuple[int, ...], data_version: Hashable) -> SliceRef:
@@ -321,7 +351,7 @@ def slice_ref(image: Image, index: tuple[int, ...], data_version: Hashable) -> S
         index=tuple(index),
         rgb=bool(image.rgb),
         window=contrast_window(image),
-        source=image.unique_id,
+        source=image_source(image),
         data_version=data_version,
     )
 
@@ -334,7 +364,7 @@ def refs_along(image: Image, axis: int, fixed: tuple[int, ...],
     share the keys :func:`slice_ref` gives the same planes.
     """
     return refs_along_axis(base_data(image), axis, fixed, bool(image.rgb),
-                           contrast_window(image), image.unique_id, data_version)
+                           contrast_window(image), image_source(image), data_version)
 
 
 def index_label(image: Image, index: tuple[int, ...]) -> str:

@@ -34,6 +34,7 @@ from napari_sam3_onnx._napari.encode_status import EncodeStatus
 from napari_sam3_onnx._napari.kept import Kept, remember, restore
 from napari_sam3_onnx._napari.layers import (
     OBJECTS_NAME,
+    image_source,
     is_scratch,
     plane_shape,
     same,
@@ -77,7 +78,8 @@ class SamDock(QWidget):
                                     busy=self._busy, inform=self.inform)
         self._layer_names: dict = {}  # unique_id -> name, kept on the Qt thread for workers
         self.model = ModelPanel(self._model_changed, self._set_budget, self.notify,
-                                image_name=lambda ref: self._layer_names.get(ref.source, ""),
+                                image_name=lambda ref: self._layer_names.get(ref.source)
+                                or getattr(ref.source, "name", ""),
                                 workspace=self.workspace, inform=self.inform)
         # The one tiling setting every tab follows: in the dock's settings, seen from each tab.
         self.tile = tile_switch(self.workspace, self.session.schedule)
@@ -143,6 +145,7 @@ class SamDock(QWidget):
         self.series_hint = SeriesHint(napari_viewer, self.image)  # every tab's image
         layout.addWidget(self.series_hint)
         self.series = SeriesPanel(self)  # a folder's images one by one, every tab on each
+        self.ahead.follow_series(self.series.navigator.ahead)  # then the next image ahead
         layout.addWidget(self.series)
         layout.addWidget(self.tabs)
         self.save_labels = SaveLabelsButton(napari_viewer, self.notify)
@@ -231,7 +234,7 @@ class SamDock(QWidget):
         current = self.image.currentData()
         images = [la for la in self.viewer.layers if isinstance(la, Image)]
         self._layer_names.clear()
-        self._layer_names.update({la.unique_id: la.name for la in images})
+        self._layer_names.update({image_source(la): la.name for la in images})
         self.image.blockSignals(True)
         self.image.clear()
         for layer in images:

@@ -4,7 +4,9 @@ An :class:`EncodeAhead` owns one background thread. :meth:`EncodeAhead.follow` t
 the user is; it then encodes, one at a time, the current plane (if nobody has) and up to
 ``ahead`` planes in the direction the user last moved along the last leading axis (z+1, z+2
 after a step up; z-1, z-2 after a step down), then the next images of a series if a
-:attr:`EncodeAhead.series` hook offers them. It goes through the one
+:attr:`EncodeAhead.series` hook offers them. An image of a series that is not open yet is
+offered as a :class:`Pending`: a name and a function that reads it, called in the background
+thread (the read never holds up the caller's Qt thread). It goes through the one
 :class:`~napari_sam3_onnx.engine.encoding.SliceEncoder`, so its embeddings land in the shared
 cache and, when a store is attached (a store-backed encoder), in the store.
 
@@ -29,8 +31,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from napari_sam3_onnx.engine.encoding import SliceEncoder, SliceRef
@@ -44,8 +46,30 @@ DEFAULT_AHEAD = 2
 #: Size assumed for one embedding before any is cached (SAM 3's three levels are ~110 MB).
 DEFAULT_EMBEDDING_BYTES = 128 << 20
 
-#: ``series(count)``: the references of the next ``count`` images of a series (may be fewer).
-SeriesHook = Callable[[int], Sequence[SliceRef]]
+
+@dataclass(frozen=True)
+class Pending:
+    """A plane known by name until it is read: the next image of a series, not open yet.
+
+    Attributes
+    ----------
+    name : Hashable
+        Stays the same over re-plans (e.g. the series item's key), so a plan made again while
+        it is read or encoded keeps it going rather than stopping it.
+    resolve : callable
+        ``resolve() -> SliceRef | None``, called in the background thread: reads the image
+        and returns its plane (None: nothing to encode, e.g. a tiled plane).
+    """
+
+    name: Hashable
+    resolve: Callable[[], SliceRef | None] = field(compare=False, repr=False)
+
+
+#: What the scheduler may be asked to encode: a plane, or one still to be read.
+Planned = SliceRef | Pending
+#: ``series(count)``: the next ``count`` images of a series (may be fewer), as planes or
+#: :class:`Pending` ones. Called on the caller's thread: it must be cheap.
+SeriesHook = Callable[[int], Sequence[Planned]]
 
 
 def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -86,6 +110,15 @@ def planes_ahead(ref: SliceRef, shape: Sequence[int], direction: int,
 def plane_label(ref: SliceRef) -> str:
     """``"z=13"`` (the last leading index), or ``"the next image"`` for a 2-D image."""
     return f"z={ref.index[-1]}" if ref.index else "the next image"
+
+
+@dataclass
+class _Job:
+    """The background work in flight: what it is for, its stop token, what names it."""
+
+    item: Planned
+    token: CancelToken
+    idents: set  # its plan identities: the plane's cache key, a pending's name, or both
 
 
 @dataclass(frozen=True)
@@ -149,8 +182,8 @@ class EncodeAhead:
         self.stopped_at: float | None = None
         self._memory, self._label = memory, label
         self._cond = threading.Condition()
-        self._queue: list[SliceRef] = []
-        self._job: tuple[SliceRef, CancelToken] | None = None
+        self._queue: list[Planned] = []
+        self._job: _Job | None = None
         self._yielded: CancelToken | None = None  # the job stopped for the user's encode
         self._user = 0  # encodes of other threads in progress
         self._enabled, self._closed = True, False
@@ -198,7 +231,7 @@ class EncodeAhead:
         if encoder is not None:
             self._unlisten = encoder.listen(self._user_started, self._user_ended)
 
-    def follow(self, ref: SliceRef, shape: Sequence[int]) -> list[SliceRef]:
+    def follow(self, ref: SliceRef, shape: Sequence[int]) -> list[Planned]:
         """The user is on ``ref``: learn the direction and plan what to encode; returns the plan.
 
         Parameters
@@ -215,32 +248,33 @@ class EncodeAhead:
             self._direction = 1 if ref.index[-1] > last.index[-1] else -1
         self._last = ref
         count = self._count()
-        refs = [ref, *planes_ahead(ref, shape, self._direction, count)]
+        refs: list[Planned] = [ref, *planes_ahead(ref, shape, self._direction, count)]
         if self.series is not None and len(refs) <= count:
             refs += list(self.series(count + 1 - len(refs)))
         return self.plan(refs)
 
-    def plan(self, refs: Sequence[SliceRef]) -> list[SliceRef]:
+    def plan(self, refs: Sequence[Planned]) -> list[Planned]:
         """Encode ``refs`` (those not cached yet), in order, instead of the previous plan.
 
-        The background encode in flight goes on if its plane is still planned, else it is
-        stopped. Returns the planes queued.
+        The background work in flight goes on if its plane (or its :class:`Pending` name) is
+        still planned, else it is stopped. Returns what was queued.
         """
         encoder = self._encoder
         if encoder is None or not self._enabled or self._closed:
             return []
         keys, todo = set(), []
         for r in refs:
-            key = encoder.key(r, self.need(encoder))
-            if key not in keys and key not in encoder.cache:
-                keys.add(key)
+            ident = self._ident(encoder, r)
+            if ident not in keys and (isinstance(r, Pending) or not self._cached(encoder, r)):
+                keys.add(ident)
                 todo.append(r)
         with self._cond:
-            if self._job is not None and encoder.key(self._job[0], self.need(encoder)) not in keys:
-                self._job[1].cancel()
+            job = self._job
+            if job is not None and not job.idents & keys:
+                job.token.cancel()
                 self._yielded = None  # no longer planned: not re-queued
-            running = None if self._job is None else encoder.key(self._job[0], self.need(encoder))
-            self._queue = [r for r in todo if encoder.key(r, self.need(encoder)) != running]
+            running = set() if job is None else job.idents
+            self._queue = [r for r in todo if self._ident(encoder, r) not in running]
             self._start_thread()
             self._cond.notify_all()
         return todo
@@ -267,8 +301,8 @@ class EncodeAhead:
         with self._cond:
             self._user += 1
             if self._job is not None:
-                self._yielded = self._job[1]  # yield at once: it goes back to the queue's front
-                self._job[1].cancel()
+                self._yielded = self._job.token  # yield at once: back to the queue's front
+                self._job.token.cancel()
             if self._enabled:
                 self._set("paused", "paused: your encode first")
 
@@ -293,40 +327,63 @@ class EncodeAhead:
                 self._cond.wait_for(self._ready)
                 if self._closed:
                     return
-                ref = self._queue.pop(0)
+                item = self._queue.pop(0)
                 self._cond.notify_all()  # wait_idle may be waiting for an empty queue
                 encoder = self._encoder
-                if encoder is None or encoder.key(ref, self.need(encoder)) in encoder.cache:
+                if encoder is None or (isinstance(item, SliceRef)
+                                       and self._cached(encoder, item)):
                     continue
+                ref = item if isinstance(item, SliceRef) else None
                 if not memory_allows(self._memory(), self._entry_bytes(encoder)):
                     self._queue.clear()
                     self._set("memory", "paused: too little free memory", ref)
                     continue
                 token = CancelToken()
-                self._job = (ref, token)
-                self._set("encoding", f"encoding {self._label(ref)} ahead", ref)
-            self._run(encoder, ref, token)
+                self._job = _Job(item, token, {self._ident(encoder, item)})
+                self._set("encoding", "reading the next image" if ref is None
+                          else f"encoding {self._label(ref)} ahead", ref)
+            self._run(encoder, item, token)
 
     def _ready(self) -> bool:
         return self._closed or (bool(self._queue) and self._user == 0 and self._enabled)
 
-    def _run(self, encoder: SliceEncoder, ref: SliceRef, token: CancelToken) -> None:
+    def _resolve(self, encoder: SliceEncoder, item: Planned,
+                 token: CancelToken) -> SliceRef | None:
+        """The plane of ``item`` (a pending one read now); None: nothing (more) to do."""
+        if isinstance(item, SliceRef):
+            return item
+        ref = item.resolve()  # the read: not stoppable, but short next to an encode
+        with self._cond:
+            token.check("the read ahead")  # the user's encode came first: re-queued
+            if ref is None or self._job is None:
+                return None
+            self._job.idents.add(self._ident(encoder, ref))  # the open image's plan keeps it
+            if self._cached(encoder, ref):
+                return None
+            self._set("encoding", f"encoding {self._label(ref)} ahead", ref)
+        return ref
+
+    def _run(self, encoder: SliceEncoder, item: Planned, token: CancelToken) -> None:
         outcome, text = "idle", ""
+        ref = item if isinstance(item, SliceRef) else None
         try:
-            encoder.embed(ref, self.need(encoder), cancel=token)
-            self.encoded += 1
+            ref = self._resolve(encoder, item, token)
+            if ref is not None:
+                encoder.embed(ref, self.need(encoder), cancel=token)
+                self.encoded += 1
         except Preempted:
             self.stopped_at = time.perf_counter()
             self.preempted += 1
             if self._user:
                 outcome, text = "paused", "paused: your encode first"
         except Exception as exc:  # a background failure must not kill the thread
-            log.warning("encoding %s ahead failed", self._label(ref), exc_info=exc)
-            outcome, text = "failed", f"encoding {self._label(ref)} ahead failed: {exc}"
+            what = "the next image" if ref is None else self._label(ref)
+            log.warning("encoding %s ahead failed", what, exc_info=exc)
+            outcome, text = "failed", f"encoding {what} ahead failed: {exc}"
         with self._cond:
             self._job = None
             if self._yielded is token and self._encoder is encoder and self._enabled:
-                self._queue.insert(0, ref)  # re-queued, never served half-done
+                self._queue.insert(0, item)  # re-queued, never served half-done
             self._yielded = None
             if not self._enabled:
                 outcome, text = "off", ""
@@ -334,6 +391,16 @@ class EncodeAhead:
             self._cond.notify_all()
 
     # ---- helpers ---------------------------------------------------------------------
+    def _cached(self, encoder: SliceEncoder, ref: SliceRef) -> bool:
+        """Whether ``ref``'s embedding for :attr:`need` is cached."""
+        return encoder.key(ref, self.need(encoder)) in encoder.cache
+
+    def _ident(self, encoder: SliceEncoder, item: Planned) -> Hashable:
+        """What names ``item`` in a plan: a plane's cache key, a pending one's name."""
+        if isinstance(item, Pending):
+            return ("pending", item.name)
+        return encoder.key(item, self.need(encoder))
+
     def _count(self) -> int:
         """Planes ahead the cache's budget holds besides the current one (at most ``ahead``)."""
         encoder = self._encoder
@@ -354,7 +421,7 @@ class EncodeAhead:
         self._queue.clear()
         self._yielded = None
         if self._job is not None:
-            self._job[1].cancel()
+            self._job.token.cancel()
         self._cond.notify_all()
 
     def _set(self, kind: str, text: str, ref: SliceRef | None = None) -> None:

@@ -185,7 +185,7 @@ class ClickSession:
         lay = self.layers
         if result.job.generation != self.generation or lay is None or lay.image not in (
             self.viewer.layers
-        ) or result.job.ref.source != lay.image.unique_id:
+        ) or result.job.ref.source != layers.image_source(lay.image):
             return  # the user moved on: never write a stale result
         for message in result.problems:
             self._say(message)
@@ -336,7 +336,8 @@ class ClickSession:
             return
         key = self.layers.image.unique_id
         self.workspace.versions.bump(key)
-        self.workspace.cache.drop(lambda k: k.source == key)
+        source = layers.image_source(self.layers.image)
+        self.workspace.cache.drop(lambda k: k.source == source)
         self.schedule()
 
     def _on_removed(self, event) -> None:
@@ -347,7 +348,8 @@ class ClickSession:
             self._disconnect()
             self.layers = None
             self.generation += 1
-            self.workspace.cache.drop(lambda k: k.source == event.value.unique_id)
+            source = layers.image_source(event.value)
+            self.workspace.cache.drop(lambda k: k.source == source)
             removal.say_unless_closing(self._say, lambda: self.closed,
                                        removal.image_removed(event.value.name))
         elif event.value in (lay.points, lay.shapes):

@@ -8,6 +8,12 @@ as a new layer, selects it, and only then removes the previous image and the lay
 made for it. A new layer has a new ``unique_id``: the embedding cache keys on it, so the previous
 image's embeddings are never served for the next one (they are dropped with its layer). Labels
 of an image already done are loaded into its target layer when the user returns to it.
+
+The next image is read ahead (:meth:`SeriesNavigator.ahead`, for encode ahead, in its thread):
+when the user moves to it, the layer shows that very read, named by its
+:class:`~napari_sam3_onnx.api.series_ahead.SeriesSource` in cache keys
+(:func:`~napari_sam3_onnx._napari.layers.set_source`) and with the contrast limits it was
+encoded with, so its first preview finds the embedding made ahead.
 """
 
 from __future__ import annotations
@@ -17,15 +23,32 @@ from pathlib import Path
 
 import numpy as np
 from napari.layers import Image, Labels
+from napari.layers.utils.layer_utils import calc_data_range
 from qtpy.QtCore import QTimer
 
 from napari_sam3_onnx._napari.host import DockHost
-from napari_sam3_onnx._napari.layers import OBJECTS_NAME, OWNER_KEY, is_scratch, same
+from napari_sam3_onnx._napari.layers import (
+    OBJECTS_NAME,
+    OWNER_KEY,
+    is_scratch,
+    same,
+    set_source,
+    window_of,
+)
 from napari_sam3_onnx.api.io import InputError
 from napari_sam3_onnx.api.series import ImageSeries
+from napari_sam3_onnx.api.series_ahead import ImageRead, ReadAhead, SeriesSource
+from napari_sam3_onnx.engine.encode_ahead import Pending
+from napari_sam3_onnx.engine.encoding import SliceRef
 
 #: ``layer.metadata`` key of the series image layer: the item's key.
 SERIES_KEY = "napari_sam3_onnx_series_item"
+
+
+def shown_limits(data: np.ndarray, rgb: bool) -> tuple[float, float]:
+    """The contrast limits napari gives a new layer of ``data`` (its data range)."""
+    lo, hi = calc_data_range(data, rgb=rgb)
+    return float(lo), float(hi)
 
 
 class SeriesNavigator:
@@ -50,6 +73,37 @@ class SeriesNavigator:
         self.layer: Image | None = None
         self._loaded: np.ndarray | None = None  # labels loaded back, to skip unchanged saves
         self._saved_layer = None  # the Labels layer whose data save_current put on disk
+        #: The next image read ahead (its unshown reads' embeddings dropped from the cache).
+        self.reads = ReadAhead(shown_limits, self._forget)
+
+    # ---- reading ahead ---------------------------------------------------------------
+    def ahead(self, count: int) -> list[Pending]:
+        """The next image as a :class:`Pending` plane, for encode ahead (cheap, Qt thread).
+
+        Its ``resolve`` reads the image (in encode ahead's thread) through :attr:`reads`, so
+        the read is the one :meth:`next` shows. At most one image, whatever ``count``.
+        """
+        series, lay = self.series, self.host.session.layers
+        if (series is None or count < 1 or self.layer is None or lay is None
+                or not same(lay.image, self.layer)):
+            return []  # the user works on another image than the series'
+
+        index = series.position + 1
+        if index >= len(series):
+            return []
+        item = series.items[index]
+
+        def resolve() -> SliceRef | None:
+            try:
+                got = self.reads.read(series, index)
+            except (InputError, OSError, ValueError):
+                return None  # said when the user gets there
+            return ahead_ref(got)
+
+        return [Pending((item.key, "series next"), resolve)]
+
+    def _forget(self, source: SeriesSource) -> None:
+        self.host.session.workspace.cache.drop(lambda key: key.source == source)
 
     # ---- opening and moving -----------------------------------------------------------
     def open(self, source: Path | str, out: Path | str | None = None,
@@ -150,8 +204,9 @@ class SeriesNavigator:
         if series is None:
             return False
         item = series.items[index]
+        got = self.reads.take(series, index)  # the next image, read (and encoded) ahead
         try:
-            data = series.read(index)
+            data = series.read(index) if got is None else got.data
             saved = series.load_labels(index)
         except (InputError, OSError, ValueError) as exc:
             # the position moves anyway, with no image shown, so Next / Previous get past it
@@ -168,8 +223,14 @@ class SeriesNavigator:
             for la in self._made_for(old):
                 if la.name == OBJECTS_NAME:
                     la.name = f"{OBJECTS_NAME} ({old.name})"
-        layer = viewer.add_image(data, name=item.name, rgb=data.ndim == 3,
-                                 metadata={SERIES_KEY: item.key})
+        if got is None:
+            layer = viewer.add_image(data, name=item.name, rgb=data.ndim == 3,
+                                     metadata={SERIES_KEY: item.key})
+        else:  # named as encode ahead named it, shown through the window it encoded with
+            layer = Image(data, name=item.name, rgb=got.rgb, contrast_limits=got.limits,
+                          metadata={SERIES_KEY: item.key})
+            set_source(layer, got.source)
+            viewer.add_layer(layer)
         self.layer = layer
         series.position = index
         self._select(layer)
@@ -222,3 +283,15 @@ class SeriesNavigator:
     def close(self) -> None:
         """Forget the series (the layers stay for the user)."""
         self.series, self.layer, self._loaded = None, None, None
+        self.reads.drop()
+
+
+def ahead_ref(got: ImageRead) -> SliceRef:
+    """The plane encode ahead encodes for an image read ahead: the key its layer will give.
+
+    The layer that shows it (:meth:`SeriesNavigator._show`) has ``got.source`` as its source,
+    ``got.limits`` as its contrast limits and data version 0 (a new layer), so
+    :func:`~napari_sam3_onnx._napari.layers.slice_ref` of its plane gives this same key.
+    """
+    return SliceRef(got.data, (), got.rgb, window_of(got.data, got.rgb, got.limits),
+                    got.source, 0)
