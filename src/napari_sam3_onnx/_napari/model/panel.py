@@ -32,6 +32,7 @@ from qtpy.QtWidgets import (
 
 from napari_sam3_onnx._napari import workers
 from napari_sam3_onnx._napari.model.bundle_words import BundleWords, bundle_words
+from napari_sam3_onnx._napari.model.download_menu import download_menu
 from napari_sam3_onnx._napari.model.opener import Opened, Tickets, device_choices, open_checked
 from napari_sam3_onnx._napari.model.reach import check_reachable
 from napari_sam3_onnx._napari.model.store_check import StoreCheck, checking_text
@@ -189,11 +190,9 @@ class ModelPanel(QWidget):
         return self._opened(target[0], opened)
 
     def load_in_background(self, folder: str | Path | None = None, toy: bool = False) -> None:
-        """:meth:`load` with the headers and tokenizer read in a worker; a later load wins.
+        """:meth:`load` with the headers, tokenizer and :func:`bundle_words` in a worker.
 
-        The worker also works out what the model section will say (:func:`bundle_words`:
-        manifest, gate verdicts, registry paths), so the Qt thread only attaches the model
-        and sets the texts when it ends.
+        A later load wins; the Qt thread only attaches the model and sets the texts.
         """
         target = self._target(folder, toy)
         if target is None:
@@ -248,7 +247,7 @@ class ModelPanel(QWidget):
                 words: BundleWords | None = None) -> SamAdapter:
         """Show the model ``opened`` from ``folder`` (None: the workspace's, already attached).
 
-        ``words``: what to show, worked out in the load's worker (None: worked out here).
+        ``words``: what to show, from the load's worker (None: worked out here).
         """
         if opened is not None:
             self.workspace.attach(opened.adapter, folder)
@@ -328,30 +327,7 @@ class ModelPanel(QWidget):
 
     # ---- downloads -------------------------------------------------------------------
     def _download_menu(self) -> QMenu:
-        menu = QMenu(self)
-        try:
-            from napari_sam3_onnx.models.registry import KNOWN_BUNDLES
-        except ImportError:
-            act = menu.addAction("(model registry not available in this version)")
-            if act is not None:
-                act.setEnabled(False)
-            return menu
-        for spec in KNOWN_BUNDLES:
-            if spec.builder:  # the toy: built here, nothing to download
-                menu.addAction(spec.title, self.load_toy)
-                menu.addSeparator()
-                continue
-            caps = set(spec.capabilities)
-            usable = "clicks" in caps or "text" in caps
-            act = menu.addAction(spec.title, lambda s=spec: self.start_download(s))
-            if act is None:  # pragma: no cover - Qt returns the action it added
-                continue
-            act.setEnabled(bool(spec.downloadable and usable))
-            if not usable:
-                act.setToolTip("This bundle cannot answer clicks, boxes or text.")
-            elif not spec.downloadable:
-                act.setToolTip("Not all files are published; see the Models page.")
-        return menu
+        return download_menu(self, self.load_toy, self.start_download)
 
     def start_download(self, spec, token: str | None = None) -> None:
         """Download ``spec`` in a worker (progress bar, cancel button), then load it."""
