@@ -203,11 +203,10 @@ class AutoPanel(QWidget):
         except (Sam3OnnxError, ValueError) as exc:
             self._say(str(exc), warn=True)
             return
-        if self.output is not None:
-            self.output.discard()
         refs = job.refs if job is not None else \
             [layers.slice_ref(image, i, version) for i in indices]
-        self.output = AutoOutput(self.viewer, image)
+        previous = None if self.output is None else self.output.preview
+        self.output = AutoOutput(self.viewer, image, reuse=previous)  # the preview reused
         tiling = self.host.model.workspace.tiling  # the dock's switch, read once per run
         self._note = tiling_note(encoder.adapter, refs[0].plane_shape, tiling,
                                  "on the key slice" if job is not None else "per plane")
