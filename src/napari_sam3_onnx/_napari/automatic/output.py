@@ -24,6 +24,7 @@ from napari_sam3_onnx._napari import features
 from napari_sam3_onnx._napari.features import append_features
 from napari_sam3_onnx._napari.labels_writer import write_planes
 from napari_sam3_onnx._napari.layers import plane_shape, transform_kwargs
+from napari_sam3_onnx._napari.pacing import TABLE_EVERY_S, Every
 from napari_sam3_onnx.engine.automatic import AutoInstance, AutoMaskSettings, AutoResult
 
 PREVIEW = "SAM automatic (preview)"
@@ -68,6 +69,7 @@ class AutoOutput:
         self.viewer, self.image = viewer, image
         self.planes: list[tuple[tuple[int, ...], AutoResult]] = []
         self._unlisted: list[AutoInstance] = []  # shown, not yet in the features table
+        self._table = Every(TABLE_EVERY_S)  # the table's updates while the run goes on
         shape = plane_shape(image)
         if reuse is not None and reusable(reuse, image, viewer):
             self.preview = reuse
@@ -104,14 +106,15 @@ class AutoOutput:
             self.refresh()
         return True
 
-    def refresh(self, redraw: bool = True) -> None:
-        """List the planes added since the last call (one table update) and redraw.
+    def refresh(self, redraw: bool = True, final: bool = True) -> None:
+        """List the planes added since the table's last update (one update) and redraw.
 
-        ``redraw=False``: no slice on screen changed, the table alone is updated.
+        ``redraw=False``: no slice on screen changed. ``final=False`` (a batch while the run
+        goes on): the table is updated at most once per :data:`~.pacing.TABLE_EVERY_S`.
         """
         if not self.alive:
             return
-        if self._unlisted:
+        if self._unlisted and (final or self._table.due()):
             append_features(self.preview, feature_rows(self._unlisted, self.image))
             self._unlisted = []
         if redraw:

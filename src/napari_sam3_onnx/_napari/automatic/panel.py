@@ -250,7 +250,8 @@ class AutoPanel(QWidget):
                 self.runner.cancel()
                 self._say("The preview layer was removed; the run stopped.", warn=True)
                 return
-        out.refresh(redraw=plane_shown(self.viewer, out.image, [s.index for s in steps]))
+        out.refresh(redraw=plane_shown(self.viewer, out.image, [s.index for s in steps]),
+                    final=False)
         step = steps[-1]
         self.runner.set_progress(step.done)
         tiles = f" on {step.tiles} tiles" if step.tiles > 1 else ""
@@ -262,6 +263,8 @@ class AutoPanel(QWidget):
         value = self.runner.result
         self._tracked = value if isinstance(value, TrackedRun) else None
         out, job = self.output, self._job
+        if out is not None:
+            out.refresh(redraw=False)  # the features table complete
         if out is not None and job is not None:
             if self._tracked is not None:  # an error has been said already
                 self._say(tracked_message(self._tracked, job, out.objects, len(out.planes)))

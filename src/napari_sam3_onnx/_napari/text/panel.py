@@ -299,7 +299,8 @@ class TextPanel(QWidget):
                 self.runner.cancel()
                 self._say(f"'{out.layer.name}' was removed; the search stopped.", warn=True)
                 return
-        out.refresh(redraw=plane_shown(self.viewer, out.image, [d.index for d in steps]))
+        out.refresh(redraw=plane_shown(self.viewer, out.image, [d.index for d in steps]),
+                    final=False)
         done = steps[-1]
         self.runner.set_progress(done.done)
         self.status.setText(f"{layers.index_label(out.image, done.index)}: "
