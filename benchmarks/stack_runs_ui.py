@@ -1,15 +1,22 @@
 """Event-loop stalls during a stack run of the Text, Automatic and Propagate tabs (the toy model).
 
-A ``--slices`` x ``--size`` x ``--size`` synthetic nuclei stack in a real napari window with the
-dock, the shipped toy loaded; each tab runs the whole stack twice, side by side in one process:
-``per-slice`` applies every result as it arrives (a ``Pacer`` that flushes on every push, what the
-tabs did before they were paced) and ``paced`` as shipped (one batch per
-:data:`~napari_sam3_onnx._napari.pacing.INTERVAL_MS`). A 10 ms QTimer
-(:class:`benchmarks.gui_probes.Ticker`) records the largest gap between its ticks during the run:
-how long the window could not repaint or take a click; "after click" leaves out the Run
-button's own handler (where napari adds the run's layer), and "idle gap" is the same timer over
-an idle event loop as long as the run, right after it (the machine's own noise). ``--sample``
-prints where the Qt thread was during gaps over 50 ms (:mod:`benchmarks.stall_sampler`).
+A ``--slices`` x ``--size`` x ``4/3 --size`` synthetic nuclei stack (non-square planes) in a real
+napari window with the dock, the shipped toy loaded. Each tab is prepared first (the Propagate
+tab's seed: a click committed), then runs the whole stack ``--runs`` times; the first run of a
+tab adds its layer, the next ones write into it. Each run is timed from its Run click to its end,
+in a real Qt event loop: a 10 ms QTimer (:class:`benchmarks.gui_probes.Ticker`) records the gaps
+between its ticks (p50 / p95 / max, and how many exceed 100 ms): how long the window could not
+repaint or take a click; "after" leaves out the Run click's own handler. "qt cpu" is the Qt
+thread's own CPU time over the run's wall time (``time.thread_time``: on a loaded machine a gap
+can be long while the thread computed little), "apply" the batches of results the tab applied
+(:class:`~napari_sam3_onnx._napari.pacing.Pacer`) with the longest one's wall and CPU ms,
+"+layers" the layers added during the run, "idle" the same timer's max gap over an idle event
+loop right after (the machine's own noise), "load" the 1-minute load average.
+
+``--modes per-slice`` applies every result as it arrives (a ``Pacer`` that flushes on every
+push, what the tabs did before they were paced). ``--sample`` prints where the Qt thread was
+during gaps over 50 ms (:mod:`benchmarks.stall_sampler`). ``--label`` tags the rows, so runs of
+two source trees (``PYTHONPATH=old/src`` and ``new/src``, alternated) can be read side by side.
 
 Run under a display (``xvfb-run -a python -m benchmarks.stack_runs_ui``); the Automatic tab uses
 a 4 x 4 click grid (``--points``) so that a toy slice is as quick as a Text slice.
