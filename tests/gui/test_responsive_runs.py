@@ -19,7 +19,7 @@ from qtpy.QtCore import Qt
 pytest.importorskip("onnx")
 
 from napari_sam3_onnx._napari.launch import PLUGIN, WIDGET
-from napari_sam3_onnx._napari.pacing import INTERVAL_MS, TABLE_EVERY_S, Every
+from napari_sam3_onnx._napari.pacing import INTERVAL_MS, NEWS_EVERY_S, TABLE_EVERY_S, Every
 from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 
 from .gui_helpers import settle
@@ -138,6 +138,25 @@ def test_the_features_table_is_updated_at_a_bounded_rate_and_complete_at_the_end
     layer = panel.output.preview if tab == "Automatic" else panel._run_layer
     ids = set(np.unique(np.asarray(layer.data))) - {0}
     assert ids and set(layer.features["index"]) == ids  # a row for every object shown
+
+
+@pytest.mark.parametrize("tab", list(TABS))
+def test_the_bar_and_status_line_change_at_a_bounded_rate(stack_dock, qtbot, tab):
+    """Each change repaints the whole window (its OpenGL canvas included) at the next paint:
+    at most one per NEWS_EVERY_S during a run, and the last batch's count is shown."""
+    viewer, w, _truth = stack_dock
+    panel, start, pacer_of = TABS[tab](viewer, w)
+    values: list[tuple[float, int]] = []
+    panel.progress.valueChanged.connect(lambda v: values.append((time.perf_counter(), v)))
+    settle(qtbot, w.session, timeout=20000)
+    start()
+    qtbot.waitUntil(lambda: not panel.running, timeout=120000)
+    batches = pacer_of().batches
+    shown = [t for t, v in values if v > 0]
+    assert 1 <= len(shown) < max(2, batches), (len(shown), batches)
+    gaps = np.diff(shown[:-1])  # the last batch (the run's end) is always shown
+    assert (gaps >= NEWS_EVERY_S * 0.9).all(), gaps
+    assert values[-1][1] == panel.progress.maximum()  # every slice counted at the end
 
 
 def test_every_says_yes_once_per_interval():

@@ -23,6 +23,12 @@ INTERVAL_MS = 100
 #: too much for every batch of a fast run; the table is complete when the run ends.
 TABLE_EVERY_S = 1.0
 
+#: Least time between two updates of a run's progress bar and status line (s). Each update
+#: repaints the window at the next paint, and a napari window (its OpenGL canvas) is composed
+#: whole: under software OpenGL on a loaded machine one such paint held the Qt thread for
+#: 100-400 ms, ten times a second. The run's end always says where it stopped.
+NEWS_EVERY_S = 0.5
+
 
 class Every:
     """Says whether ``seconds`` have passed since it last said yes (the first ask: yes).

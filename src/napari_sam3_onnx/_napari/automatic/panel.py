@@ -253,6 +253,8 @@ class AutoPanel(QWidget):
         out.refresh(redraw=plane_shown(self.viewer, out.image, [s.index for s in steps]),
                     final=False)
         step = steps[-1]
+        if not self.runner.news_due():
+            return
         self.runner.set_progress(step.done)
         tiles = f" on {step.tiles} tiles" if step.tiles > 1 else ""
         self.status.setText(f"{layers.index_label(out.image, step.index)}: "
