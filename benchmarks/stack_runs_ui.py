@@ -1,15 +1,22 @@
 """Event-loop stalls during a stack run of the Text, Automatic and Propagate tabs (the toy model).
 
-A ``--slices`` x ``--size`` x ``--size`` synthetic nuclei stack in a real napari window with the
-dock, the shipped toy loaded; each tab runs the whole stack twice, side by side in one process:
-``per-slice`` applies every result as it arrives (a ``Pacer`` that flushes on every push, what the
-tabs did before they were paced) and ``paced`` as shipped (one batch per
-:data:`~napari_sam3_onnx._napari.pacing.INTERVAL_MS`). A 10 ms QTimer
-(:class:`benchmarks.gui_probes.Ticker`) records the largest gap between its ticks during the run:
-how long the window could not repaint or take a click; "after click" leaves out the Run
-button's own handler (where napari adds the run's layer), and "idle gap" is the same timer over
-an idle event loop as long as the run, right after it (the machine's own noise). ``--sample``
-prints where the Qt thread was during gaps over 50 ms (:mod:`benchmarks.stall_sampler`).
+A ``--slices`` x ``--size`` x ``4/3 --size`` synthetic nuclei stack (non-square planes) in a real
+napari window with the dock, the shipped toy loaded. Each tab is prepared first (the Propagate
+tab's seed: a click committed), then runs the whole stack ``--runs`` times; the first run of a
+tab adds its layer, the next ones write into it. Each run is timed from its Run click to its end,
+in a real Qt event loop: a 10 ms QTimer (:class:`benchmarks.gui_probes.Ticker`) records the gaps
+between its ticks (p50 / p95 / max, and how many exceed 100 ms): how long the window could not
+repaint or take a click; "after" leaves out the Run click's own handler. "qt cpu" is the Qt
+thread's own CPU time over the run's wall time (``time.thread_time``: on a loaded machine a gap
+can be long while the thread computed little), "apply" the batches of results the tab applied
+(:class:`~napari_sam3_onnx._napari.pacing.Pacer`) with the longest one's wall and CPU ms,
+"+layers" the layers added during the run, "idle" the same timer's max gap over an idle event
+loop right after (the machine's own noise), "load" the 1-minute load average.
+
+``--modes per-slice`` applies every result as it arrives (a ``Pacer`` that flushes on every
+push, what the tabs did before they were paced). ``--sample`` prints where the Qt thread was
+during gaps over 50 ms (:mod:`benchmarks.stall_sampler`). ``--label`` tags the rows, so runs of
+two source trees (``PYTHONPATH=old/src`` and ``new/src``, alternated) can be read side by side.
 
 Run under a display (``xvfb-run -a python -m benchmarks.stack_runs_ui``); the Automatic tab uses
 a 4 x 4 click grid (``--points``) so that a toy slice is as quick as a Text slice.
@@ -31,7 +38,7 @@ def _stack(slices: int, size: int) -> np.ndarray:
 
 
 def _start(tab: str, viewer, widget, points: int):
-    """Prepare ``tab`` and return (panel, start callable)."""
+    """Prepare ``tab`` and return (panel, start callable): the callable is the Run click."""
     panel = widget.panels[tab]
     widget.tabs.setCurrentWidget(panel)
     if tab == "Text":
@@ -42,10 +49,12 @@ def _start(tab: str, viewer, widget, points: int):
         panel.settings.points_per_side.setValue(points)
         panel.scope.set_mode("all")
         return panel, panel.run
-    return panel, lambda: _propagate(viewer, widget, panel)
+    _seed(viewer, widget, panel)  # the seed's click and commit: before the timed run
+    return panel, panel.run
 
 
-def _propagate(viewer, widget, panel) -> None:
+def _seed(viewer, widget, panel) -> None:
+    """One click on the brightest pixel of the middle slice, committed: the run's seed id."""
     image = viewer.layers["nuclei"]
     z = image.data.shape[0] // 2
     viewer.dims.set_current_step(0, z)
@@ -55,10 +64,71 @@ def _propagate(viewer, widget, panel) -> None:
     _wait(lambda: not widget.session.pending)
     ids = widget.commit()
     _wait(lambda: not widget.session.pending)
+    widget.tabs.setCurrentWidget(panel)
     panel.stop_after.setValue(0)
     panel.from_ids.setChecked(True)
     panel.ids.setText(",".join(map(str, ids)))
-    panel.run()
+
+
+def _run_loop(cond, timeout: float = 600.0) -> None:
+    """Turn a real Qt event loop (as napari's) until ``cond()`` holds (polled every 5 ms)."""
+    from qtpy.QtCore import QEventLoop, QTimer
+
+    loop, poll = QEventLoop(), QTimer()
+    end = time.perf_counter() + timeout
+
+    def check() -> None:
+        if cond() or time.perf_counter() > end:
+            loop.quit()
+
+    poll.setInterval(5)
+    poll.timeout.connect(check)
+    poll.start()
+    loop.exec()
+    poll.stop()
+    if not cond():
+        raise TimeoutError("run did not finish")
+
+
+class ApplyClock:
+    """Times every batch a tab's :class:`~napari_sam3_onnx._napari.pacing.Pacer` applies.
+
+    Wall time and the Qt thread's own CPU time (``time.thread_time``: what the thread computed,
+    not the time it waited for a CPU on a loaded machine) of each batch.
+    """
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def watch(self, pacer) -> None:
+        """Time ``pacer``'s batches from now on (once per pacer)."""
+        if getattr(pacer, "_clocked", False):
+            return
+        inner = pacer._apply
+
+        def apply(items) -> None:
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                inner(items)
+            finally:
+                self.wall.append(time.perf_counter() - t)
+                self.cpu.append(time.thread_time() - c)
+
+        pacer._apply, pacer._clocked = apply, True
+
+    def reset(self) -> None:
+        self.wall, self.cpu = [], []
+
+
+def _pacer(panel):
+    """The tab's Pacer (the Propagate tab's is its runner's job's)."""
+    runner = panel.runner
+    return getattr(runner, "job", runner).pacer
+
+
+def _ms(values, q: float) -> float:
+    return 1e3 * float(np.percentile(values, q)) if len(values) else 0.0
 
 
 def _wait(cond, timeout: float = 600.0) -> None:
@@ -86,22 +156,16 @@ def _per_slice(monkey: bool):
     pacing.Pacer.push = push_now if monkey else pacing.Pacer._shipped_push
 
 
-def _reset(viewer) -> None:
-    """Empty every Labels layer (the next run starts as the first did)."""
-    from napari.layers import Labels
-
-    for layer in viewer.layers:
-        if isinstance(layer, Labels):
-            layer.data = np.zeros_like(layer.data)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slices", type=int, default=40)
-    parser.add_argument("--size", type=int, default=384, help="rows (columns: 4/3 of it)")
+    parser.add_argument("--size", type=int, default=512, help="rows (columns: 4/3 of it)")
     parser.add_argument("--points", type=int, default=4, help="Automatic tab grid side")
     parser.add_argument("--tabs", default="Text,Automatic,Propagate")
-    parser.add_argument("--modes", default="per-slice,paced")
+    parser.add_argument("--modes", default="paced", help="paced and/or per-slice")
+    parser.add_argument("--runs", type=int, default=2,
+                        help="runs per tab and mode (the first adds the run's layer)")
+    parser.add_argument("--label", default="", help="a tag printed on every row (old/new)")
     parser.add_argument("--sample", action="store_true",
                         help="print the Qt thread's stacks seen during stalls > 50 ms")
     parser.add_argument("--switch-ms", type=float, default=None,
@@ -123,39 +187,82 @@ def main(argv: list[str] | None = None) -> int:
     _dock, widget = viewer.window.add_plugin_dock_widget(PLUGIN, WIDGET)
     widget.model.load_toy()
     _wait(lambda: widget.session.encoder is not None)
-    print(f"{args.slices} x {args.size} x {args.size + args.size // 3} stack, toy model")
-    print(f"{'tab':10} {'mode':10} {'run s':>7} {'max gap ms':>11} {'after click':>11} "
-          f"{'ticks/s':>8} {'idle gap ms':>12}")
+    clock = ApplyClock()
+    print(f"{args.slices} x {args.size} x {args.size + args.size // 3} stack, toy model "
+          f"{args.label}".rstrip())
+    print(f"{'':4}{'tab':10} {'mode':9} {'run':>3} {'run s':>6} {'gap p50':>7} {'p95':>5} "
+          f"{'max':>5} {'>100':>4} {'after':>5} {'qt cpu':>6} {'apply n':>7} {'max ms':>6} "
+          f"{'cpu ms':>6} {'+layers':>7} {'idle':>5} {'load':>5}")
     try:
         for tab in args.tabs.split(","):
+            panel, start = _start(tab, viewer, widget, args.points)
             for mode in args.modes.split(","):
                 _per_slice(mode == "per-slice")
-                panel, start = _start(tab, viewer, widget, args.points)
-                ticker = Ticker()
-                sampler = StallSampler() if args.sample else None
-                ticker.start()
-                if sampler is not None:
-                    sampler.start()
-                t0 = time.perf_counter()
-                start()
-                t1 = time.perf_counter()  # the Run click's handler returned (its layer added)
-                _wait(lambda p=panel: not p.running)
-                run = time.perf_counter() - t0
-                ticker.stop()
-                if sampler is not None:
-                    sampler.stop()
-                gap, rate = ticker.max_gap_ms, len(ticker.gaps) / run
-                after = ticker.max_gap_within_ms(t1, t0 + run)
-                idle = idle_stall(ticker, run)  # the same window, idle, as long
-                print(f"{tab:10} {mode:10} {run:7.2f} {gap:11.0f} {after:11.0f} {rate:8.0f} "
-                      f"{idle:12.0f}", flush=True)
-                if sampler is not None:
-                    sampler.report()
-                _reset(viewer)
+                for run_no in range(1, args.runs + 1):
+                    _row(args, tab, mode, run_no, viewer, panel, start, clock, Ticker,
+                         StallSampler, idle_stall)
     finally:
         _per_slice(False)
         viewer.close()
     return 0
+
+
+def _row(args, tab, mode, run_no, viewer, panel, start, clock, ticker_cls, sampler_cls,
+         idle_stall) -> None:
+    """One timed run of ``tab``: the Run click to the run's end, and its table row."""
+    import os
+
+    added: list[str] = []
+    on_insert = viewer.layers.events.inserted.connect(lambda e: added.append(e.value.name))
+    ticker = ticker_cls()
+    sampler = sampler_cls() if args.sample else None
+    clock.reset()
+    clock.watch(_pacer(panel))
+    _wait(lambda: True)  # the events queued by the set-up first
+    ticker.start()
+    if sampler is not None:
+        sampler.start()
+    t0, c0 = time.perf_counter(), time.thread_time()
+    start()
+    t1 = time.perf_counter()  # the Run click's handler returned (its layer added)
+    _run_loop(lambda p=panel: not p.running)
+    run = time.perf_counter() - t0
+    qt_cpu = (time.thread_time() - c0) / run  # share of the run the Qt thread computed
+    ticker.stop()
+    if sampler is not None:
+        sampler.stop()
+    viewer.layers.events.inserted.disconnect(on_insert)
+    gaps = np.asarray(ticker.gaps)
+    after = ticker.max_gap_within_ms(t1, t0 + run)
+    idle = idle_stall(ticker, min(run, 5.0))  # the same window, idle (the machine's noise)
+    load = os.getloadavg()[0]
+    print(f"{args.label:4}{tab:10} {mode:9} {run_no:3d} {run:6.2f} {_ms(gaps, 50):7.0f} "
+          f"{_ms(gaps, 95):5.0f} {_ms(gaps, 100):5.0f} {int((gaps > 0.1).sum()):4d} "
+          f"{after:5.0f} {100 * qt_cpu:5.0f}% {len(clock.wall):7d} {_ms(clock.wall, 100):6.0f} "
+          f"{_ms(clock.cpu, 100):6.0f} {len(added):7d} {idle:5.0f} {load:5.1f}", flush=True)
+    if sampler is not None:
+        sampler.report()
+    if run_no < args.runs:
+        _reset(viewer, keep_target=tab == "Propagate")
+
+
+def _reset(viewer, keep_target: bool = False) -> None:
+    """Empty the run's Labels layers in place (the next run starts as the first did).
+
+    ``keep_target``: a propagation's target keeps its seed slice (the next run's seed).
+    """
+    from napari.layers import Labels
+
+    for layer in viewer.layers:
+        if isinstance(layer, Labels):
+            if keep_target and layer.data.ndim == 3 and layer.data.any():
+                z = layer.data.shape[0] // 2
+                seed = np.array(layer.data[z])
+                layer.data[:] = 0
+                layer.data[z] = seed
+            else:
+                layer.data[:] = 0
+            layer.refresh()
 
 
 if __name__ == "__main__":

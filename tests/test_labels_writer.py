@@ -76,6 +76,33 @@ def test_live_write_is_one_undo_step_and_keeps_the_users_paint():
     np.testing.assert_array_equal(layer.data, expected)
 
 
+def test_live_write_of_a_plane_written_twice_undoes_to_the_first_values():
+    """A slice written by both passes of a run: undo gives what was there before the run,
+    redo what the last write left, on numpy data and on data without a flat view."""
+    for transpose in (False, True):
+        layer = _layer()
+        if transpose:  # not C-contiguous: the n-D indexing path
+            layer.data = np.ascontiguousarray(layer.data.transpose(0, 2, 1)).transpose(0, 2, 1)
+            assert not layer.data.flags.c_contiguous
+        before = layer.data.copy()
+        live = LiveWrite(layer)
+        writes = [(1, (slice(0, 8), slice(0, 12)), 3), (2, (slice(5, 9), slice(20, 25)), 4),
+                  (1, (slice(4, 10), slice(6, 16)), 5), (0, (slice(1, 3), slice(1, 3)), 6)]
+        for k, (rows, cols), value in writes:
+            mask = np.zeros(SHAPE[1:], bool)
+            mask[rows, cols] = True
+            idx = plane_indices((k,), mask)
+            live.write(idx, np.asarray(layer.data[idx]), np.full(mask.sum(), value, np.int32))
+        after = layer.data.copy()
+        assert after[1, 5, 7] == 5 and after[1, 0, 0] == 3 and after[2, 6, 21] == 4
+        assert live.finish() == int((after != before).sum())
+        np.testing.assert_array_equal(layer.data, after)
+        layer.undo()
+        np.testing.assert_array_equal(layer.data, before)
+        layer.redo()
+        np.testing.assert_array_equal(layer.data, after)
+
+
 def test_commit_log_follows_undo_and_redo_and_forgets_after_a_new_commit():
     layer = _layer()
     values = np.zeros(SHAPE[1:], np.int64)

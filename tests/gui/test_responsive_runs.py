@@ -19,7 +19,7 @@ from qtpy.QtCore import Qt
 pytest.importorskip("onnx")
 
 from napari_sam3_onnx._napari.launch import PLUGIN, WIDGET
-from napari_sam3_onnx._napari.pacing import INTERVAL_MS
+from napari_sam3_onnx._napari.pacing import INTERVAL_MS, NEWS_EVERY_S, TABLE_EVERY_S, Every
 from napari_sam3_onnx.samples.synthetic import synthetic_nuclei
 
 from .gui_helpers import settle
@@ -111,6 +111,62 @@ def test_cancel_stops_the_run_within_one_slice(stack_dock, qtbot, tab, monkeypat
     assert produced["at_click"] == CLICK_AT
     assert produced["n"] - produced["at_click"] <= 1, produced
     assert "ancel" in w.status.text(), w.status.text()
+
+
+@pytest.mark.parametrize("tab", ["Text", "Automatic"])
+def test_the_features_table_is_updated_at_a_bounded_rate_and_complete_at_the_end(
+        stack_dock, qtbot, tab, monkeypatch):
+    """Setting ``layer.features`` costs napari 5-15 ms: not once per batch of a fast run."""
+    import importlib
+
+    viewer, w, _truth = stack_dock
+    module = importlib.import_module(
+        {"Text": "napari_sam3_onnx._napari.text.output",
+         "Automatic": "napari_sam3_onnx._napari.automatic.output"}[tab])
+    updates: list[float] = []
+    inner = module.append_features
+    monkeypatch.setattr(module, "append_features", lambda layer, rows: (
+        updates.append(time.perf_counter()), inner(layer, rows)))
+    panel, start, pacer_of = TABS[tab](viewer, w)
+    settle(qtbot, w.session, timeout=20000)
+    start()
+    qtbot.waitUntil(lambda: not panel.running, timeout=120000)
+    batches = pacer_of().batches
+    assert len(updates) <= max(2, batches // 2), (len(updates), batches)
+    gaps = np.diff(updates[:-1])  # the last is the run's end
+    assert (gaps >= TABLE_EVERY_S * 0.9).all(), gaps
+    layer = panel.output.preview if tab == "Automatic" else panel._run_layer
+    ids = set(np.unique(np.asarray(layer.data))) - {0}
+    assert ids and set(layer.features["index"]) == ids  # a row for every object shown
+
+
+@pytest.mark.parametrize("tab", list(TABS))
+def test_the_bar_and_status_line_change_at_a_bounded_rate(stack_dock, qtbot, tab):
+    """Each change repaints the whole window (its OpenGL canvas included) at the next paint:
+    at most one per NEWS_EVERY_S during a run, and the last batch's count is shown."""
+    viewer, w, _truth = stack_dock
+    panel, start, pacer_of = TABS[tab](viewer, w)
+    values: list[tuple[float, int]] = []
+    panel.progress.valueChanged.connect(lambda v: values.append((time.perf_counter(), v)))
+    settle(qtbot, w.session, timeout=20000)
+    start()
+    qtbot.waitUntil(lambda: not panel.running, timeout=120000)
+    batches = pacer_of().batches
+    shown = [t for t, v in values if v > 0]
+    assert 1 <= len(shown) < max(2, batches), (len(shown), batches)
+    gaps = np.diff(shown[:-1])  # the last batch (the run's end) is always shown
+    assert (gaps >= NEWS_EVERY_S * 0.9).all(), gaps
+    assert values[-1][1] == panel.progress.maximum()  # every slice counted at the end
+
+
+def test_every_says_yes_once_per_interval():
+    now = [10.0]
+    every = Every(1.0, clock=lambda: now[0])
+    assert every.due() and not every.due()
+    now[0] = 10.9
+    assert not every.due()
+    now[0] = 11.0
+    assert every.due() and not every.due()
 
 
 #: Slices finished when the Cancel click is queued.

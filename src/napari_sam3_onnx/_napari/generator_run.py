@@ -14,7 +14,9 @@ The Text, Automatic and Propagate tabs run an API generator (one step per slice:
 * **results reach the tab at a bounded rate** (:class:`~.pacing.Pacer`: one batch per
   :data:`~.pacing.INTERVAL_MS`), and the tab redraws a layer only when a written plane is the
   one the viewer shows (:func:`plane_shown`);
-* **progress** goes to the tab's bar without a synchronous repaint (:func:`set_bar`;
+* **progress** goes to the tab's bar (and the status line) at most every
+  :data:`~.pacing.NEWS_EVERY_S` (:meth:`GeneratorRun.news_due`: each update repaints the
+  window, composed whole with its OpenGL canvas), without a synchronous repaint (:func:`set_bar`;
   ``QProgressBar.setValue`` repaints the whole window at once, the canvas included). napari's
   activity panel does not list the run: building its bar took 50-150 ms of the Qt thread
   (measured with ``benchmarks/stall_sampler.py``), and every value given to it turns the event
@@ -34,7 +36,7 @@ from qtpy.QtCore import QObject
 from qtpy.QtWidgets import QProgressBar
 
 from napari_sam3_onnx._napari import layers
-from napari_sam3_onnx._napari.pacing import INTERVAL_MS, Pacer
+from napari_sam3_onnx._napari.pacing import INTERVAL_MS, NEWS_EVERY_S, Every, Pacer
 from napari_sam3_onnx._napari.workers import describe
 from napari_sam3_onnx.models.errors import Sam3OnnxError
 
@@ -158,6 +160,8 @@ class GeneratorRun(QObject):
         self.result: Any = None
         self.error: BaseException | None = None
         self._on_done: Callable[[GeneratorRun], None] | None = None
+        self._news = Every(NEWS_EVERY_S)
+        self._ending = False  # the run's last batch is being applied
         gate = self.gate
         self.destroyed.connect(lambda *_: gate.stop())  # a closed dock: a waiting worker ends
 
@@ -181,6 +185,7 @@ class GeneratorRun(QObject):
         if self.running:
             raise RuntimeError("a run is already in progress")
         self.gate.reset()
+        self._news, self._ending = Every(NEWS_EVERY_S), False
         self.result, self.error, self._on_done = None, None, on_done
         if self.progress is not None:
             self.progress.setRange(0, max(int(total), 0))
@@ -199,6 +204,14 @@ class GeneratorRun(QObject):
     def cancel(self) -> None:
         """Stop before the next slice; the slice in progress finishes, what is done is kept."""
         self.gate.stop()
+
+    def news_due(self) -> bool:
+        """Whether a batch should update the bar and status line.
+
+        At most once every :data:`~.pacing.NEWS_EVERY_S`; the first and the last batch of a
+        run always do.
+        """
+        return self._ending or self._news.due()
 
     def set_progress(self, done: int, text: str | None = None) -> None:
         """Show ``done`` steps (and the bar's format ``text``) at the next paint."""
@@ -220,7 +233,11 @@ class GeneratorRun(QObject):
             self._notify(describe(exc))
 
     def _finished(self) -> None:
-        self.pacer.flush()
+        self._ending = True
+        try:
+            self.pacer.flush()
+        finally:
+            self._ending = False
         if self.progress is not None:
             self.progress.setVisible(False)
         self.worker = None

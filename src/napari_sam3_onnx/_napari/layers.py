@@ -87,8 +87,8 @@ def base_data(image: Image):
     return image.data[0] if image.multiscale else image.data
 
 
-def transform_kwargs(image: Image) -> dict:
-    """Keyword arguments that give a new layer the image's data-to-world transform."""
+def transform_kwargs(image: Layer) -> dict:
+    """Keyword arguments that give a new layer the data-to-world transform of ``image``."""
     return {
         "scale": tuple(image.scale),
         "translate": tuple(image.translate),

@@ -10,12 +10,48 @@ and a Cancel click waits behind the queued slices. :class:`Pacer` takes each res
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from qtpy.QtCore import QObject, QTimer
 
 #: Least time between two applications of results (ms).
 INTERVAL_MS = 100
+
+#: Least time between two updates of a run's features table (s): setting ``layer.features``
+#: costs napari 5-15 ms (its validation, and a repaint of the layer's row in the layer list),
+#: too much for every batch of a fast run; the table is complete when the run ends.
+TABLE_EVERY_S = 1.0
+
+#: Least time between two updates of a run's progress bar and status line (s). Each update
+#: repaints the window at the next paint, and a napari window (its OpenGL canvas) is composed
+#: whole: under software OpenGL on a loaded machine one such paint held the Qt thread for
+#: 100-400 ms, ten times a second. The run's end always says where it stopped.
+NEWS_EVERY_S = 0.5
+
+
+class Every:
+    """Says whether ``seconds`` have passed since it last said yes (the first ask: yes).
+
+    Parameters
+    ----------
+    seconds : float
+        Least time between two yeses.
+    clock : callable
+        Monotonic seconds (tests give their own).
+    """
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds, self._clock = float(seconds), clock
+        self._last: float | None = None
+
+    def due(self) -> bool:
+        """True (and restart the wait) when the time has passed."""
+        now = self._clock()
+        if self._last is not None and now - self._last < self.seconds:
+            return False
+        self._last = now
+        return True
 
 
 class Pacer(QObject):

@@ -6,7 +6,10 @@ area_px, plane index, box), so hovering an object shows its numbers. Commit writ
 previewed plane into the target (a new "SAM automatic" layer or the user's Labels layer) as one
 undo step through the one labels writer, only onto background pixels and with ids above the
 layer's largest: one undo removes the whole run and nothing of the user's is overwritten.
-Discard removes the preview.
+Discard removes the preview. A new run while the preview is still there reuses that layer (emptied,
+its shape updated in place): adding a layer costs the Qt thread 0.2-0.6 s (its controls, its
+visual, removing the old one, and under software OpenGL the first draw's shader build), which
+froze the window at every Preview click.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from napari_sam3_onnx._napari import features
 from napari_sam3_onnx._napari.features import append_features
 from napari_sam3_onnx._napari.labels_writer import write_planes
 from napari_sam3_onnx._napari.layers import plane_shape, transform_kwargs
+from napari_sam3_onnx._napari.pacing import TABLE_EVERY_S, Every
 from napari_sam3_onnx.engine.automatic import AutoInstance, AutoMaskSettings, AutoResult
 
 PREVIEW = "SAM automatic (preview)"
@@ -32,6 +36,20 @@ def feature_rows(instances: Sequence[AutoInstance], image: Image) -> pd.DataFram
     return features.feature_rows(instances, "automatic", len(plane_shape(image)) - 2)
 
 
+def reusable(layer: Labels, image: Image, viewer) -> bool:
+    """Whether ``layer`` (a previous preview) can show a run on ``image`` once emptied.
+
+    It must still be in ``viewer`` and have the image's plane dimensionality and
+    data-to-world transform (its shape is then set in place by assigning new data).
+    """
+    if layer not in viewer.layers or layer.ndim != len(plane_shape(image)):
+        return False
+    want = transform_kwargs(image)
+    have = transform_kwargs(layer)
+    return all(np.array_equal(np.asarray(want[k]), np.asarray(have[k]))
+               for k in ("scale", "translate", "rotate", "shear", "affine", "units"))
+
+
 class AutoOutput:
     """The preview of one run and its commit.
 
@@ -41,14 +59,26 @@ class AutoOutput:
         Gets the preview layer.
     image : napari.layers.Image
         The segmented image (the layers take its shape and transform).
+    reuse : napari.layers.Labels, optional
+        The previous run's preview: emptied and used again when it is still in the viewer and
+        can take the image's transform (:func:`reusable`); otherwise it is removed and a new
+        preview is added.
     """
 
-    def __init__(self, viewer, image: Image) -> None:
+    def __init__(self, viewer, image: Image, reuse: Labels | None = None) -> None:
         self.viewer, self.image = viewer, image
         self.planes: list[tuple[tuple[int, ...], AutoResult]] = []
         self._unlisted: list[AutoInstance] = []  # shown, not yet in the features table
-        self.preview = viewer.add_labels(np.zeros(plane_shape(image), np.int32), name=PREVIEW,
-                                         opacity=0.6, **transform_kwargs(image))
+        self._table = Every(TABLE_EVERY_S)  # the table's updates while the run goes on
+        shape = plane_shape(image)
+        if reuse is not None and reusable(reuse, image, viewer):
+            self.preview = reuse
+            reuse.data = np.zeros(shape, np.int32)  # lazily zeroed pages: no 3-D memset
+        else:
+            if reuse is not None and reuse in viewer.layers:
+                viewer.layers.remove(reuse)
+            self.preview = viewer.add_labels(np.zeros(shape, np.int32), name=PREVIEW,
+                                             opacity=0.6, **transform_kwargs(image))
         self.preview.features = feature_rows([], image)
         self.kept = ""  # what other objects kept at the commit (the writer's note)
 
@@ -76,14 +106,15 @@ class AutoOutput:
             self.refresh()
         return True
 
-    def refresh(self, redraw: bool = True) -> None:
-        """List the planes added since the last call (one table update) and redraw.
+    def refresh(self, redraw: bool = True, final: bool = True) -> None:
+        """List the planes added since the table's last update (one update) and redraw.
 
-        ``redraw=False``: no slice on screen changed, the table alone is updated.
+        ``redraw=False``: no slice on screen changed. ``final=False`` (a batch while the run
+        goes on): the table is updated at most once per :data:`~.pacing.TABLE_EVERY_S`.
         """
         if not self.alive:
             return
-        if self._unlisted:
+        if self._unlisted and (final or self._table.due()):
             append_features(self.preview, feature_rows(self._unlisted, self.image))
             self._unlisted = []
         if redraw:

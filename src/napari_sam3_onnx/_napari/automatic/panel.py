@@ -204,11 +204,10 @@ class AutoPanel(QWidget):
         except (Sam3OnnxError, ValueError) as exc:
             self._say(str(exc), warn=True)
             return
-        if self.output is not None:
-            self.output.discard()
         refs = job.refs if job is not None else \
             [layers.slice_ref(image, i, version) for i in indices]
-        self.output = AutoOutput(self.viewer, image)
+        previous = None if self.output is None else self.output.preview
+        self.output = AutoOutput(self.viewer, image, reuse=previous)  # the preview reused
         tiling = self.host.model.workspace.tiling  # the dock's switch, read once per run
         self._note = tiling_note(encoder.adapter, refs[0].plane_shape, tiling,
                                  "on the key slice" if job is not None else "per plane")
@@ -255,8 +254,11 @@ class AutoPanel(QWidget):
                 self.runner.cancel()
                 self._say("The preview layer was removed; the run stopped.", warn=True)
                 return
-        out.refresh(redraw=plane_shown(self.viewer, out.image, [s.index for s in steps]))
+        out.refresh(redraw=plane_shown(self.viewer, out.image, [s.index for s in steps]),
+                    final=False)
         step = steps[-1]
+        if not self.runner.news_due():
+            return
         self.runner.set_progress(step.done)
         tiles = f" on {step.tiles} tiles" if step.tiles > 1 else ""
         self.status.setText(f"{layers.index_label(out.image, step.index)}: "
@@ -267,6 +269,8 @@ class AutoPanel(QWidget):
         value = self.runner.result
         self._tracked = value if isinstance(value, TrackedRun) else None
         out, job = self.output, self._job
+        if out is not None:
+            out.refresh(redraw=False)  # the features table complete
         if out is not None and job is not None:
             if self._tracked is not None:  # an error has been said already
                 self._say(tracked_message(self._tracked, job, out.objects, len(out.planes)))

@@ -295,6 +295,8 @@ class PropagationPanel(QWidget):
 
     def _batch_applied(self) -> None:
         """The bar shows the distinct slices reached, once per batch."""
+        if not self.runner.job.news_due():
+            return
         done = len(self._reached)
         self.runner.job.set_progress(done, f"{done} / {self.progress.maximum()} slices")
 

@@ -27,6 +27,7 @@ from napari_sam3_onnx._napari.layers import (
     same,
     transform_kwargs,
 )
+from napari_sam3_onnx._napari.pacing import TABLE_EVERY_S, Every
 from napari_sam3_onnx.engine.concepts.search import Instance, SliceResult
 
 PREFIX = "SAM text: "
@@ -73,6 +74,8 @@ class TextOutput:
         self.pending: list[tuple[tuple[int, ...], SliceResult]] = []
         self.instances: list[Instance] = []
         self._unlisted: list[Instance] = []  # written, not yet in the features table
+        self._table = Every(TABLE_EVERY_S)  # the table's updates while the run goes on
+        self._dirty = False  # planes written since the last redraw
         self.planes = 0
         self.kept = ""  # what other objects kept (the writer's note)
         if target is None and reuse is not None and reuse in viewer.layers \
@@ -108,22 +111,27 @@ class TextOutput:
             return True
         if result.instances:
             self.layer.data[tuple(index)] = result.labels
+            self._dirty = True
             self.instances += result.instances
             self._unlisted += result.instances
             if refresh:
                 self.refresh()
         return True
 
-    def refresh(self, redraw: bool = True) -> None:
-        """List the planes added since the last call (one table update) and redraw the layer.
+    def refresh(self, redraw: bool = True, final: bool = True) -> None:
+        """List the planes added since the table's last update (one update) and redraw.
 
-        ``redraw=False``: no slice on screen changed, the table alone is updated.
+        ``redraw=False``: no slice on screen changed. ``final=False`` (a batch while the run
+        goes on): the table is updated at most once per :data:`~.pacing.TABLE_EVERY_S`.
         """
-        if self.alive and self.new and self._unlisted:
+        if not (self.alive and self.new):
+            return
+        if self._unlisted and (final or self._table.due()):
             append_features(self.layer, feature_rows(self._unlisted, self.image))
             self._unlisted = []
-            if redraw:
-                self.layer.refresh()
+        if redraw and self._dirty:
+            self.layer.refresh()
+            self._dirty = False
 
     def finish(self, entry: Mapping | None = None) -> list[Instance]:
         """Write what is held (existing layer: one undo step); returns the instances written.

@@ -299,8 +299,11 @@ class TextPanel(QWidget):
                 self.runner.cancel()
                 self._say(f"'{out.layer.name}' was removed; the search stopped.", warn=True)
                 return
-        out.refresh(redraw=plane_shown(self.viewer, out.image, [d.index for d in steps]))
+        out.refresh(redraw=plane_shown(self.viewer, out.image, [d.index for d in steps]),
+                    final=False)
         done = steps[-1]
+        if not self.runner.news_due():
+            return
         self.runner.set_progress(done.done)
         self.status.setText(f"{layers.index_label(out.image, done.index)}: "
                             f"{len(done.result.instances)} instance(s); "
