@@ -1,6 +1,6 @@
 """The chunked header walk gives onnx's own answer, on every test layout and on a large graph.
 
-``read_signature`` walks the protobuf over big reads (``graph_info.CHUNK``) and keeps its
+``read_signature`` walks the protobuf over big reads (``protobuf_wire.CHUNK``) and keeps its
 answers by file identity; these tests hold it to ``onnx.load(..., load_external_data=False)``
 on the graphs of every layout the suite builds, on a graph with thousands of nodes and large
 inline and external initializers, with the window shrunk to a few bytes (every field then
@@ -19,7 +19,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from napari_sam3_onnx.models import graph_info  # noqa: E402
+from napari_sam3_onnx.models import graph_info, protobuf_wire  # noqa: E402
 from napari_sam3_onnx.models.errors import CorruptModelError  # noqa: E402
 from napari_sam3_onnx.models.graph_info import read_signature  # noqa: E402
 from napari_sam3_onnx.models.graph_nodes import read_nodes  # noqa: E402
@@ -155,8 +155,8 @@ def test_read_boundaries_anywhere_give_the_same_answer(suite_graphs, tmp_path, m
     expected = {p: _onnx_answer(p) for p in [*suite_graphs[:12], large]}
     nodes = {p: read_nodes(p) for p in expected}
     for chunk, first in ((7, 3), (64, 5), (4096, 21)):
-        monkeypatch.setattr(graph_info, "CHUNK", chunk)
-        monkeypatch.setattr(graph_info, "FIRST_READ", first)
+        monkeypatch.setattr(protobuf_wire, "CHUNK", chunk)
+        monkeypatch.setattr(protobuf_wire, "FIRST_READ", first)
         graph_info.SIGNATURES.clear()
         from napari_sam3_onnx.models import graph_nodes
 
@@ -183,7 +183,8 @@ def _graph_end(path: Path) -> int:
     """Where the graph field (ModelProto field 7) ends in the file."""
     end = -1
     with path.open("rb") as f:
-        for num, _wire, ln, st in graph_info._walk(graph_info._Window(f), 0, path.stat().st_size):
+        window = protobuf_wire.Window(f)
+        for num, _wire, ln, st in protobuf_wire.walk(window, 0, path.stat().st_size):
             if num == 7:
                 end = st + ln
     return end

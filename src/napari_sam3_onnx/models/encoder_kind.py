@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from .graph_info import _fields, _read, _Truncated, _varint
+from .protobuf_wire import Truncated, fields, read_exact, read_varint
 
 #: File-name words -> the family they name (checked in order, lower-case).
 STUDENT_WORDS = (("efficientsam3", "EfficientSAM3"), ("efficientvit", "EfficientViT"),
@@ -31,18 +31,18 @@ def _elements(head: bytes) -> int:
     """Element count from the start of a TensorProto (``dims`` are field 1, serialised first)."""
     f, count = io.BytesIO(head), 1
     try:
-        for num, wire, ln, st in _fields(f, len(head)):
+        for num, wire, ln, st in fields(f, len(head)):
             if num > 2:
                 break
             if num == 1 and wire == 0:
                 count *= ln
             elif num == 1 and wire == 2:
-                data = io.BytesIO(_read(f, st, ln))
+                data = io.BytesIO(read_exact(f, st, ln))
                 while data.tell() < ln:
-                    count *= _varint(data)
+                    count *= read_varint(data)
             elif wire == 2:
                 f.seek(st + ln)
-    except _Truncated:
+    except Truncated:
         pass
     return count
 
@@ -52,14 +52,14 @@ def parameter_count(path: Path) -> int | None:
     try:
         size = path.stat().st_size
         with path.open("rb") as f:
-            graph = next(((st, ln) for num, wire, ln, st in _fields(f, size)
+            graph = next(((st, ln) for num, wire, ln, st in fields(f, size)
                           if num == 7 and wire == 2), None)
             if graph is None:
                 return None
             start, length = graph
             f.seek(start)
             total = 0
-            for num, wire, ln, st in _fields(f, start + length):
+            for num, wire, ln, st in fields(f, start + length):
                 if wire == 2 and num == 5:
                     f.seek(st)
                     total += _elements(f.read(min(ln, 256)))
@@ -67,7 +67,7 @@ def parameter_count(path: Path) -> int | None:
                 elif wire == 2:
                     f.seek(st + ln)
             return total
-    except (OSError, _Truncated, ValueError):
+    except (OSError, Truncated, ValueError):
         return None
 
 

@@ -25,6 +25,7 @@ from typing import BinaryIO
 
 from .errors import CorruptModelError, ModelFileMissingError, ModelFileUnreadableError
 from .header_cache import HeaderCache
+from .protobuf_wire import Truncated, Window, fields, read_exact, walk
 
 # TensorProto.DataType -> numpy-style name (onnx.proto).
 ELEM_TYPES = {
@@ -110,238 +111,64 @@ def _by_name(infos: tuple[TensorInfo, ...], name: str) -> TensorInfo:
     raise KeyError(name)
 
 
-class _Truncated(Exception):
-    pass
-
-
-def _varint(f: BinaryIO) -> int:
-    shift = 0
-    value = 0
-    while True:
-        b = f.read(1)
-        if not b:
-            raise _Truncated
-        byte = b[0]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value
-        shift += 7
-        if shift > 70:
-            raise ValueError("varint too long")
-
-
-def _fields(f: BinaryIO, end: int):
-    """Yield ``(field_number, wire_type, length_or_value, start)`` up to byte ``end``.
-
-    For length-delimited fields (wire type 2) the stream is left at the field's start; callers
-    either read it or seek past it (``start + length``).
-    """
-    while f.tell() < end:
-        key = _varint(f)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            yield number, wire, _varint(f), f.tell()
-        elif wire == 1:
-            data = f.read(8)
-            if len(data) < 8:
-                raise _Truncated
-            yield number, wire, int.from_bytes(data, "little"), f.tell()
-        elif wire == 5:
-            data = f.read(4)
-            if len(data) < 4:
-                raise _Truncated
-            yield number, wire, int.from_bytes(data, "little"), f.tell()
-        elif wire == 2:
-            length = _varint(f)
-            start = f.tell()
-            if start + length > end:
-                raise _Truncated
-            yield number, wire, length, start
-            f.seek(start + length)
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-
-
-def _read(f: BinaryIO, start: int, length: int) -> bytes:
-    f.seek(start)
-    data = f.read(length)
-    if len(data) < length:
-        raise _Truncated
-    return data
-
-
 def _parse_value_info(buf: bytes) -> TensorInfo:
     f = io.BytesIO(buf)
     name, dtype = "", "unknown"
     shape: tuple[Dim, ...] = ()
-    for num, wire, ln, st in _fields(f, len(buf)):
+    for num, wire, ln, st in fields(f, len(buf)):
         if num == 1 and wire == 2:
-            name = _read(f, st, ln).decode("utf-8")
+            name = read_exact(f, st, ln).decode("utf-8")
         elif num == 2 and wire == 2:
-            dtype, shape = _parse_type(_read(f, st, ln))
+            dtype, shape = _parse_type(read_exact(f, st, ln))
     return TensorInfo(name, dtype, shape)
 
 
 def _parse_type(buf: bytes) -> tuple[str, tuple[Dim, ...]]:
     f = io.BytesIO(buf)
-    for num, wire, ln, st in _fields(f, len(buf)):
+    for num, wire, ln, st in fields(f, len(buf)):
         if num == 1 and wire == 2:  # tensor_type
-            return _parse_tensor_type(_read(f, st, ln))
+            return _parse_tensor_type(read_exact(f, st, ln))
     return "unknown", ()
 
 
 def _parse_tensor_type(buf: bytes) -> tuple[str, tuple[Dim, ...]]:
     f = io.BytesIO(buf)
     dtype, dims = "unknown", []
-    for num, wire, ln, st in _fields(f, len(buf)):
+    for num, wire, ln, st in fields(f, len(buf)):
         if num == 1 and wire == 0:
             dtype = ELEM_TYPES.get(ln, f"onnx-type-{ln}")
         elif num == 2 and wire == 2:
-            g = io.BytesIO(_read(f, st, ln))
-            for dnum, dwire, dln, dst in _fields(g, ln):
+            g = io.BytesIO(read_exact(f, st, ln))
+            for dnum, dwire, dln, dst in fields(g, ln):
                 if dnum == 1 and dwire == 2:
-                    dims.append(_parse_dim(_read(g, dst, dln)))
+                    dims.append(_parse_dim(read_exact(g, dst, dln)))
     return dtype, tuple(dims)
 
 
 def _parse_dim(buf: bytes) -> Dim:
     f = io.BytesIO(buf)
-    for num, wire, ln, st in _fields(f, len(buf)):
+    for num, wire, ln, st in fields(f, len(buf)):
         if num == 1 and wire == 0:
             return ln
         if num == 2 and wire == 2:
-            return _read(f, st, ln).decode("utf-8")
+            return read_exact(f, st, ln).decode("utf-8")
     return None
 
 
-#: Bytes read at a time while walking a graph's fields: big reads (the interpreter is released
-#: while the OS copies) and a Python-level loop over bytes in memory, not a call per byte. A
-#: read after a jump (past a tensor's data) starts at :data:`FIRST_READ` and doubles while the
-#: walk goes on reading where the last read ended, up to this.
-CHUNK = 1 << 20
-FIRST_READ = 4096
-#: A key and a length varint together take at most this many bytes (10 + 10).
-_HEAD = 20
-
-
-class _Window:
-    """A file read in :data:`CHUNK`-sized pieces: the bytes around a position without a syscall.
-
-    :meth:`at` returns the chunk holding ``[pos, pos + n)`` and ``pos``'s index in it; a large
-    field (a tensor's ``raw_data``) is passed over by position and never read.
-    """
-
-    __slots__ = ("_base", "_buf", "_f", "_next")
-
-    def __init__(self, f: BinaryIO) -> None:
-        self._f, self._buf, self._base, self._next = f, b"", 0, FIRST_READ
-
-    def at(self, pos: int, n: int) -> tuple[bytes, int]:
-        i = pos - self._base
-        if i < 0 or i + n > len(self._buf):
-            on = 0 <= i <= len(self._buf)  # reading on from the last read, not jumping
-            self._next = min(2 * self._next, CHUNK) if on else FIRST_READ
-            self._f.seek(pos)
-            self._buf, self._base, i = self._f.read(max(n, self._next)), pos, 0
-            if len(self._buf) < n:
-                raise _Truncated
-        return self._buf, i
-
-    def read(self, pos: int, n: int) -> bytes:
-        if n > CHUNK:  # not kept in the window
-            self._f.seek(pos)
-            data = self._f.read(n)
-            if len(data) < n:
-                raise _Truncated
-            return data
-        buf, i = self.at(pos, n)
-        return buf[i:i + n]
-
-
-def _uvarint(buf: bytes, i: int, end: int) -> tuple[int, int]:
-    """The varint at ``buf[i]`` (not past ``buf[end]``) and the index after it."""
-    if i >= end:
-        raise _Truncated
-    byte = buf[i]
-    if byte < 0x80:
-        return byte, i + 1
-    value, shift = byte & 0x7F, 7
-    i += 1
-    while True:
-        if i >= end:
-            raise _Truncated
-        byte = buf[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, i
-        shift += 7
-        if shift > 70:
-            raise ValueError("varint too long")
-
-
-def _walk(win: _Window, pos: int, end: int):
-    """:func:`_fields` over the file bytes ``[pos, end)`` through ``win``.
-
-    Yields ``(field_number, wire_type, length_or_value, start)``; for wire type 2, ``start``
-    is where the field's bytes begin and the walk goes on at ``start + length`` whatever the
-    caller reads. One-byte keys and lengths are decoded inline (a node list is thousands of
-    them).
-    """
-    buf, base = b"", pos  # this walk's own view: the caller may move the window meanwhile
-    while pos < end:
-        i, need = pos - base, min(_HEAD, end - pos)
-        if i < 0 or len(buf) - i < need:
-            buf, i = win.at(pos, need)
-            base = pos - i
-        stop = min(len(buf), i + end - pos)
-        key = buf[i]
-        j = i + 1
-        if key >= 0x80:
-            key, j = _uvarint(buf, i, stop)
-        number, wire = key >> 3, key & 7
-        if wire == 2:
-            if j >= stop:
-                raise _Truncated
-            length = buf[j]
-            j += 1
-            if length >= 0x80:
-                length, j = _uvarint(buf, j - 1, stop)
-            start = pos + (j - i)
-            if start + length > end:
-                raise _Truncated
-            yield number, wire, length, start
-            pos = start + length
-        elif wire == 0:
-            value, j = _uvarint(buf, j, stop)
-            pos += j - i
-            yield number, wire, value, pos
-        elif wire in (1, 5):
-            width = 8 if wire == 1 else 4
-            at = pos + (j - i)
-            if at + width > end:
-                raise _Truncated
-            data = win.read(at, width)
-            pos = at + width
-            yield number, wire, int.from_bytes(data, "little"), pos
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-
-
-def _parse_initializer(win: _Window, pos: int, end: int) -> tuple[str, ExternalRef | None]:
+def _parse_initializer(win: Window, pos: int, end: int) -> tuple[str, ExternalRef | None]:
     """Name and external-data reference of the TensorProto in ``[pos, end)`` (data skipped)."""
     name = ""
     external: dict[str, str] = {}
     is_external = False
-    for num, wire, ln, st in _walk(win, pos, end):
+    for num, wire, ln, st in walk(win, pos, end):
         if num == 8 and wire == 2:
             name = win.read(st, ln).decode("utf-8")
         elif num == 13 and wire == 2:
             entry = io.BytesIO(win.read(st, ln))
             key = value = ""
-            for enum_, ewire, eln, est in _fields(entry, ln):
+            for enum_, ewire, eln, est in fields(entry, ln):
                 if ewire == 2 and enum_ in (1, 2):
-                    text = _read(entry, est, eln).decode("utf-8")
+                    text = read_exact(entry, est, eln).decode("utf-8")
                     key, value = (text, value) if enum_ == 1 else (key, text)
             external[key] = value
         elif num == 14 and wire == 0:
@@ -358,9 +185,10 @@ def _parse_initializer(win: _Window, pos: int, end: int) -> tuple[str, ExternalR
 def read_signature(path: Path | str) -> GraphSignature:
     """Read the inputs, outputs and external-data references of an ONNX file.
 
-    The file is walked field by field in :data:`CHUNK`-sized reads; node lists and tensor data
-    are passed over by their lengths, so a 1.8 GB encoder costs its ~8,000 node headers and a
-    few big reads. An unchanged file (same device, inode, size, mtime and ctime) is read once:
+    The file is walked field by field in :data:`~.protobuf_wire.CHUNK`-sized reads; node lists
+    and tensor data are passed over by their lengths, so a 1.8 GB encoder costs its ~8,000 node
+    headers and a few big reads. An unchanged file (same device, inode, size, mtime and ctime)
+    is read once:
     :data:`SIGNATURES` keeps the answer.
 
     Parameters
@@ -393,10 +221,10 @@ def read_signature(path: Path | str) -> GraphSignature:
 
 def _read_signature(path: Path, f: BinaryIO, size: int) -> GraphSignature:
     """:func:`read_signature`'s walk over the open file ``f`` of ``size`` bytes."""
-    win = _Window(f)
+    win = Window(f)
     try:
         graph = None
-        for num, wire, ln, st in _walk(win, 0, size):
+        for num, wire, ln, st in walk(win, 0, size):
             if num == 7 and wire == 2:
                 graph = (st, ln)
         if graph is None:
@@ -406,7 +234,7 @@ def _read_signature(path: Path, f: BinaryIO, size: int) -> GraphSignature:
         outputs: list[TensorInfo] = []
         init_names: set[str] = set()
         refs: list[ExternalRef] = []
-        for num, wire, ln, st in _walk(win, start, start + length):
+        for num, wire, ln, st in walk(win, start, start + length):
             if wire != 2:
                 continue
             if num in (11, 12):
@@ -417,8 +245,8 @@ def _read_signature(path: Path, f: BinaryIO, size: int) -> GraphSignature:
                 init_names.add(name)
                 if ref is not None:
                     refs.append(ref)
-    except (_Truncated, ValueError, UnicodeDecodeError) as exc:
-        reason = "the file ends early" if isinstance(exc, _Truncated) else str(exc) or "bad bytes"
+    except (Truncated, ValueError, UnicodeDecodeError) as exc:
+        reason = "the file ends early" if isinstance(exc, Truncated) else str(exc) or "bad bytes"
         raise CorruptModelError(path, reason) from exc
     if not outputs:
         raise CorruptModelError(path, "the graph declares no outputs")

@@ -22,8 +22,8 @@ from typing import BinaryIO, cast
 import numpy as np
 
 from .errors import CorruptModelError
-from .graph_info import _fields, _read, _Truncated, _varint, _walk, _Window
 from .header_cache import HeaderCache
+from .protobuf_wire import Truncated, Window, fields, read_exact, read_varint, walk
 
 #: Initializers / Constant tensors with at most this many elements keep their values.
 SMALL = 64
@@ -76,7 +76,7 @@ def _packed(buf: bytes, wire: int, value: int, fmt: str) -> list:
 def _varints(buf: bytes) -> list[int]:
     f, out = io.BytesIO(buf), []
     while f.tell() < len(buf):
-        out.append(_varint(f))
+        out.append(read_varint(f))
     return out
 
 
@@ -87,17 +87,17 @@ def _signed(v: int) -> int:
 def _tensor(f: BinaryIO, end: int) -> tuple[str, np.ndarray | None]:
     """Name and (small) value of a TensorProto; large payloads are skipped, not read."""
     name, dims, dtype, raw, values = "", [], 1, None, []
-    for num, wire, ln, st in _fields(f, end):
+    for num, wire, ln, st in fields(f, end):
         if num == 1:
-            dims += [_signed(v) for v in (_varints(_read(f, st, ln)) if wire == 2 else [ln])]
+            dims += [_signed(v) for v in (_varints(read_exact(f, st, ln)) if wire == 2 else [ln])]
         elif num == 2 and wire == 0:
             dtype = ln
         elif num == 8 and wire == 2:
-            name = _read(f, st, ln).decode("utf-8")
+            name = read_exact(f, st, ln).decode("utf-8")
         elif num == 9 and wire == 2 and ln <= SMALL * 8:
-            raw = _read(f, st, ln)
+            raw = read_exact(f, st, ln)
         elif num in (4, 5, 7, 10) and (wire != 2 or ln <= SMALL * 8):
-            data = _read(f, st, ln) if wire == 2 else b""
+            data = read_exact(f, st, ln) if wire == 2 else b""
             if num == 4:
                 values += _packed(data, wire, ln, "f") if wire == 2 else [
                     struct.unpack("<f", ln.to_bytes(4, "little"))[0]]
@@ -123,20 +123,20 @@ def _tensor(f: BinaryIO, end: int) -> tuple[str, np.ndarray | None]:
 def _attribute(buf: bytes) -> tuple[str, object]:
     f = io.BytesIO(buf)
     name, value = "", None
-    for num, wire, ln, st in _fields(f, len(buf)):
+    for num, wire, ln, st in fields(f, len(buf)):
         if num == 1 and wire == 2:
-            name = _read(f, st, ln).decode("utf-8")
+            name = read_exact(f, st, ln).decode("utf-8")
         elif num == 2 and wire == 5:
             value = struct.unpack("<f", ln.to_bytes(4, "little"))[0]
         elif num == 3 and wire == 0:
             value = _signed(ln)
         elif num == 4 and wire == 2 and ln <= 256:
-            value = _read(f, st, ln).decode("utf-8", "replace")
+            value = read_exact(f, st, ln).decode("utf-8", "replace")
         elif num == 5 and wire == 2:
             f.seek(st)
             value = _tensor(f, st + ln)[1]
         elif num == 8:
-            ints = [_signed(v) for v in (_varints(_read(f, st, ln)) if wire == 2 else [ln])]
+            ints = [_signed(v) for v in (_varints(read_exact(f, st, ln)) if wire == 2 else [ln])]
             value = [*(value if isinstance(value, list) else []), *ints]
     return name, value
 
@@ -147,17 +147,17 @@ def _node(buf: bytes) -> Node:
     ins: list[str] = []
     outs: list[str] = []
     attrs: dict[str, object] = {}
-    for num, wire, ln, st in _fields(f, len(buf)):
+    for num, wire, ln, st in fields(f, len(buf)):
         if wire != 2:
             continue
         if num in (1, 2):
-            (ins if num == 1 else outs).append(_read(f, st, ln).decode("utf-8"))
+            (ins if num == 1 else outs).append(read_exact(f, st, ln).decode("utf-8"))
         elif num == 4:
-            op = _read(f, st, ln).decode("utf-8")
+            op = read_exact(f, st, ln).decode("utf-8")
         elif num == 7:
-            domain = _read(f, st, ln).decode("utf-8")
+            domain = read_exact(f, st, ln).decode("utf-8")
         elif num == 5:
-            key, value = _attribute(_read(f, st, ln))
+            key, value = _attribute(read_exact(f, st, ln))
             attrs[key] = value
     return Node(op, tuple(ins), tuple(outs), attrs, "" if domain == "ai.onnx" else domain)
 
@@ -177,15 +177,15 @@ def read_nodes(path: Path | str) -> GraphNodes:
 
 
 def _read_nodes(path: Path, f: BinaryIO, size: int) -> GraphNodes:
-    win = _Window(f)
+    win = Window(f)
     try:
-        graph = next(((st, ln) for num, wire, ln, st in _walk(win, 0, size)
+        graph = next(((st, ln) for num, wire, ln, st in walk(win, 0, size)
                       if num == 7 and wire == 2), None)
         if graph is None:
             raise CorruptModelError(path, "no graph found in the file")
         start, length = graph
         nodes, inits = [], {}
-        for num, wire, ln, st in _walk(win, start, start + length):
+        for num, wire, ln, st in walk(win, start, start + length):
             if wire != 2:
                 continue
             if num == 1:
@@ -193,15 +193,15 @@ def _read_nodes(path: Path, f: BinaryIO, size: int) -> GraphNodes:
             elif num == 5:
                 name, value = _tensor(cast(BinaryIO, _WindowFile(win, st)), st + ln)
                 inits[name] = value
-    except (_Truncated, ValueError, UnicodeDecodeError, struct.error) as exc:
+    except (Truncated, ValueError, UnicodeDecodeError, struct.error) as exc:
         raise CorruptModelError(path, str(exc) or "bad bytes") from exc
     return GraphNodes(tuple(nodes), inits)
 
 
 class _WindowFile:
-    """A file-like view of a :class:`~.graph_info._Window` at ``pos`` (for :func:`_tensor`)."""
+    """A file-like view of a :class:`~.protobuf_wire.Window` at ``pos`` (for :func:`_tensor`)."""
 
-    def __init__(self, win: _Window, pos: int) -> None:
+    def __init__(self, win: Window, pos: int) -> None:
         self._win, self._pos = win, pos
 
     def tell(self) -> int:
@@ -212,7 +212,7 @@ class _WindowFile:
         return self._pos
 
     def read(self, n: int) -> bytes:
-        data = self._win.read(self._pos, n)  # exactly n bytes, or _Truncated
+        data = self._win.read(self._pos, n)  # exactly n bytes, or Truncated
         self._pos += n
         return data
 
