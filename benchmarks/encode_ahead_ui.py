@@ -47,22 +47,9 @@ def _wait(seconds: float) -> None:
 
 def _chain_graph(path: Path, links: int = 60, side: int = 512) -> Path:
     """``y = x @ w @ ... @ w``: many onnxruntime operators (``RunOptions.terminate`` stops it)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from napari_sam3_onnx.testing.slow_graph import build_slow_graph
 
-    w = numpy_helper.from_array(np.eye(side, dtype=np.float32), "w")
-    nodes, prev = [], "x"
-    for i in range(links):
-        out = "y" if i == links - 1 else f"t{i}"
-        nodes.append(helper.make_node("MatMul", [prev, "w"], [out]))
-        prev = out
-    graph = helper.make_graph(
-        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [side, side])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [side, side])], [w])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
+    return build_slow_graph(path, links=links, side=side, gain=1.0)
 
 
 def _lengthen_encodes(adapter, graph: Path, seconds: float) -> None:

@@ -13,26 +13,9 @@ import numpy as np
 
 from napari_sam3_onnx.models.runtime import LazySession
 from napari_sam3_onnx.models.values import Embedding
+from napari_sam3_onnx.testing.slow_graph import build_slow_graph
 
-
-def build_slow_graph(path: Path, links: int = 300, side: int = 384) -> Path:
-    """``y = x @ w @ w ... @ w`` (``links`` matmuls of ``(side, side)`` float32), saved at path."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    w = numpy_helper.from_array(np.eye(side, dtype=np.float32) * np.float32(1.0001), "w")
-    nodes, prev = [], "x"
-    for i in range(links):
-        out = "y" if i == links - 1 else f"t{i}"
-        nodes.append(helper.make_node("MatMul", [prev, "w"], [out]))
-        prev = out
-    graph = helper.make_graph(
-        nodes, "slow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [side, side])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [side, side])], [w])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return Path(path)
+__all__ = ["SlowAdapter", "build_slow_graph"]
 
 
 class SlowAdapter:
