@@ -208,10 +208,10 @@ class GeneratorRun(QObject):
     def news_due(self) -> bool:
         """Whether a batch should update the bar and status line.
 
-        At most once every :data:`~.pacing.NEWS_EVERY_S`; the first and the last batch of a
-        run always do.
+        At most once every :data:`~.pacing.NEWS_EVERY_S`; the first batch of a run always
+        does, and so does the last chunk of its last batch (the run's final count).
         """
-        return self._ending or self._news.due()
+        return (self._ending and not self.pacer.pending) or self._news.due()
 
     def set_progress(self, done: int, text: str | None = None) -> None:
         """Show ``done`` steps (and the bar's format ``text``) at the next paint."""
@@ -233,11 +233,12 @@ class GeneratorRun(QObject):
             self._notify(describe(exc))
 
     def _finished(self) -> None:
-        self._ending = True
-        try:
-            self.pacer.flush()
-        finally:
-            self._ending = False
+        self._ending = True  # the last batch, maybe in several chunks: its last says the news
+        self.pacer.flush(then=self._end)
+
+    def _end(self) -> None:
+        """Every step applied: the run is over."""
+        self._ending = False
         if self.progress is not None:
             self.progress.setVisible(False)
         self.worker = None
