@@ -153,7 +153,8 @@ def test_the_bar_and_status_line_change_at_a_bounded_rate(stack_dock, qtbot, tab
     qtbot.waitUntil(lambda: not panel.running, timeout=120000)
     batches = pacer_of().batches
     shown = [t for t, v in values if v > 0]
-    assert 1 <= len(shown) < max(2, batches), (len(shown), batches)
+    # the first batch and the run's end always say the news; between them the rate holds
+    assert 1 <= len(shown) <= max(2, batches // 2 + 1), (len(shown), batches)
     gaps = np.diff(shown[:-1])  # the last batch (the run's end) is always shown
     assert (gaps >= NEWS_EVERY_S * 0.9).all(), gaps
     assert values[-1][1] == panel.progress.maximum()  # every slice counted at the end
