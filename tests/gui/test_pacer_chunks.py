@@ -69,6 +69,8 @@ def test_results_pushed_while_a_batch_is_in_chunks_come_after_it(qtbot):
         pacer.push(i)
     pacer.flush()
     pacer.push(5)  # arrives while the batch is cut
+    qtbot.waitUntil(lambda: pacer.pending == 1, timeout=5000)  # the cut batch is in
+    apply.now += 0.1  # its own interval passes
     qtbot.waitUntil(lambda: pacer.pending == 0, timeout=5000)
     pacer.flush(then=lambda: ended.append(True))
     qtbot.waitUntil(lambda: bool(ended), timeout=5000)

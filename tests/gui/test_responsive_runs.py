@@ -78,22 +78,42 @@ def _propagate(viewer, w):
 TABS = {"Text": _text, "Automatic": _automatic, "Propagate": _propagate}
 
 
+#: Time on the test's clock between two steps of the workflow: four steps an interval.
+STEP_S = INTERVAL_MS / 1e3 / 4
+
+
 @pytest.mark.parametrize("tab", list(TABS))
 def test_a_stack_run_applies_results_in_paced_batches(stack_dock, qtbot, tab, monkeypatch):
+    """The pacer is given a clock that moves on STEP_S with every step the workflow yields
+    (in the worker): by that clock results arrive four an interval, however long the loaded
+    machine takes over a slice, so a run of N steps makes at most N/4 + 1 batches."""
     viewer, w, _truth = stack_dock
+    now = [0.0]
+
+    def tick(_step):
+        now[0] += STEP_S
+
+    produced = {"n": 0, "at_click": None, "button": None, "steps": []}
+    _count_steps(monkeypatch, tab, produced, click=False, on_step=tick)
     panel, start, pacer_of = TABS[tab](viewer, w)
     pacer = pacer_of()
+    monkeypatch.setattr(pacer, "clock", lambda: now[0])
     settle(qtbot, w.session, timeout=20000)
-    applied: dict[int, float] = {}  # batch number: when its first chunk was applied
+    applied: list[tuple[int, float, int]] = []  # (batch, test clock, results) per chunk
     inner = pacer._apply
     monkeypatch.setattr(pacer, "_apply", lambda items: (
-        applied.setdefault(pacer.batches, time.perf_counter()), inner(items)))
+        applied.append((pacer.batches, now[0], len(items))), inner(items)))
     start()
     qtbot.waitUntil(lambda: not panel.running, timeout=120000)
-    assert 1 <= pacer.batches < NZ, pacer.batches  # a redraw per batch, not per slice
+    n = len(produced["steps"])
+    assert n >= NZ  # every slice (propagation: the seed's step too)
+    firsts = {b: t for b, t, _ in reversed(applied)}  # each batch's first chunk
+    assert pacer.batches == len(firsts)
+    assert 1 <= pacer.batches <= n * STEP_S / (INTERVAL_MS / 1e3) + 1, (pacer.batches, n)
     # at most one batch per interval while running (the last is the run's end)
-    gaps = np.diff(list(applied.values())[:-1])
-    assert (gaps >= INTERVAL_MS / 1e3 * 0.9).all(), gaps
+    gaps = np.diff([firsts[b] for b in sorted(firsts)][:-1])
+    assert (gaps >= INTERVAL_MS / 1e3 - 1e-9).all(), gaps
+    assert sum(k for _, _, k in applied) == n and pacer.pending == 0  # the end has everything
 
 
 @pytest.mark.parametrize("tab", list(TABS))
@@ -206,8 +226,11 @@ def _post_click(button) -> None:
         QApplication.postEvent(button, event)
 
 
-def _count_steps(monkeypatch, tab, produced, click: bool = True) -> None:
-    """Count the steps the tab's workflow generator yields (in the worker); queue the click."""
+def _count_steps(monkeypatch, tab, produced, click: bool = True, on_step=None) -> None:
+    """Count the steps the tab's workflow generator yields (in the worker); queue the click.
+
+    ``on_step(step)``, when given, is called in the worker before each step is yielded.
+    """
     import importlib
 
     module, name = {"Text": ("napari_sam3_onnx._napari.text.panel", "iter_search"),
@@ -230,6 +253,8 @@ def _count_steps(monkeypatch, tab, produced, click: bool = True) -> None:
             if click and produced["n"] == CLICK_AT:
                 produced["at_click"] = produced["n"]
                 _post_click(produced["button"])
+            if on_step is not None:
+                on_step(step)
             yield step
 
     monkeypatch.setattr(mod, name, counted)

@@ -15,6 +15,7 @@ slow slice makes a batch of one. The chunk's size follows the last chunk's cost 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -81,23 +82,35 @@ class Pacer(QObject):
     parent : QObject, optional
         Owner (the timers stop with it).
     clock : callable
-        Monotonic seconds (tests give their own).
+        Monotonic seconds, for the interval and the chunks' cost. A batch is applied only once
+        ``interval_ms`` has passed on this clock since the first result it holds arrived (the
+        timer only says when to look again), so a test that gives its own clock decides how
+        many batches a run makes, whatever the machine's load.
+
+    Attributes
+    ----------
+    clock : callable
+        As given (a test may replace it before a run).
+    batches, chunks : int
+        Batches applied so far, and calls of ``apply``.
     """
 
     def __init__(self, apply: Callable[[list], None], interval_ms: int = INTERVAL_MS,
                  parent: QObject | None = None, budget_ms: float = BUDGET_MS,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(parent)
         self._apply = apply
         self._items: list = []
         self._carry: list = []  # the rest of a batch: applied on the next turns
         self._then: Callable[[], None] | None = None  # after a flush's last chunk
-        self._budget, self._clock = budget_ms / 1e3, clock
+        self._budget, self.clock = budget_ms / 1e3, clock
+        self._interval_ms = int(interval_ms)
+        self._since = 0.0  # clock() when the first result now waiting arrived
         self._cost: float | None = None  # seconds per result (the last chunk's)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.setInterval(int(interval_ms))
-        self._timer.timeout.connect(self.flush)
+        self._timer.setInterval(self._interval_ms)
+        self._timer.timeout.connect(self._look)
         self._next = QTimer(self)  # the next chunk, once the event loop has turned
         self._next.setSingleShot(True)
         self._next.setInterval(0)
@@ -113,8 +126,18 @@ class Pacer(QObject):
     def push(self, item) -> None:
         """Take one result; it is applied with the next batch."""
         self._items.append(item)
+        if len(self._items) == 1:
+            self._since = self.clock()
         if not (self._timer.isActive() or self._carry):
-            self._timer.start()
+            self._timer.start(self._interval_ms)
+
+    def _look(self) -> None:
+        """The timer fired: apply the batch if its interval has passed on ``clock``."""
+        left_ms = self._interval_ms - 1e3 * (self.clock() - self._since)
+        if left_ms > 0:  # a coarse timer fired early, or a test's clock has not moved on
+            self._timer.start(max(1, math.ceil(left_ms)))
+            return
+        self.flush()
 
     def flush(self, then: Callable[[], None] | None = None) -> None:
         """Apply what is waiting (the run ended, or the interval passed).
@@ -148,17 +171,17 @@ class Pacer(QObject):
         head, self._carry = items[:n], items[n:]  # ``pending``, during apply: what is left
         try:
             if head:
-                t = self._clock()
+                t = self.clock()
                 self.chunks += 1
                 self._apply(head)
-                self._cost = (self._clock() - t) / len(head)
+                self._cost = (self.clock() - t) / len(head)
         finally:
             if self._carry:
                 self._next.start()
             elif self._then is not None:
                 self._done()
             elif self._items and not self._timer.isActive():
-                self._timer.start()  # pushed while the batch went in chunks
+                self._timer.start(self._interval_ms)  # pushed while the batch went in chunks
 
     def _continue(self) -> None:
         items, self._carry = self._carry, []
